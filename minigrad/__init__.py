@@ -1,0 +1,41 @@
+"""minigrad: a teaching-grade deep-learning framework on NumPy (and CuPy), with PyTorch's names.
+
+    import minigrad as mg
+    x = mg.randn(3, 4, requires_grad=True)
+    (x @ x.T).relu().sum().backward()
+    x.grad
+"""
+from . import errors
+from .backend import dtypes as _dtypes
+from .backend.device import Device, device
+from .backend.dtypes import (DType, bool_ as bool, double, float, float16, float32, float64, half, int,
+                             int8, int16, int32, int64, long, uint8)
+from .errors import OutOfMemoryError
+from .tensor import Tensor, tensor
+from . import _methods  # noqa: F401  (binds ops onto Tensor)
+from . import autograd
+from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .creation import (arange, as_tensor, empty, empty_like, eye, from_numpy, full, full_like, linspace, ones,
+                       ones_like, rand, rand_like, randint, randn, randn_like, randperm, zeros, zeros_like)
+from .ops import (abs, add, all, allclose, amax, amin, any, argmax, argmin, bmm, broadcast_to, cat, chunk,
+                  clamp, clip, clone, concat, concatenate, cos, cumsum, div, divide, eq, equal, exp, expand,
+                  flatten, flip, gather, ge, gt, isfinite, isinf, isnan, le, log, logical_and, logical_not,
+                  logical_or, logsumexp, lt, masked_fill, matmul, max, maximum, mean, min, minimum, mm, mul,
+                  narrow, ne, neg, norm, one_hot, permute, pow, prod, repeat, reshape, rsqrt, sign, sin, split,
+                  sqrt, square, squeeze, stack, std, sub, sum, t, transpose, tril, triu, unflatten,
+                  unsqueeze, var, where)
+from .random import Generator, default_generator, initial_seed, manual_seed, seed, get_rng_state, set_rng_state
+
+__version__ = "0.1.0"
+
+
+def get_default_dtype():
+    return _dtypes.default_float
+
+
+def is_tensor(obj):
+    return isinstance(obj, Tensor)
+
+
+def numel(t):
+    return t.numel()

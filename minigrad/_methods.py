@@ -1,0 +1,31 @@
+"""Bind the op library onto Tensor as methods (``x.sum(dim=1)``, ``x.reshape(2, -1)``, ``x.relu()``)."""
+from . import ops
+from .tensor import Tensor
+
+_SAME_NAME = """add sub mul div neg pow exp log sqrt abs sin cos square rsqrt clamp clip maximum minimum sum mean
+var std max min amax amin argmax argmin logsumexp prod cumsum norm matmul mm bmm reshape view transpose
+swapaxes permute expand expand_as broadcast_to squeeze unsqueeze flatten unflatten split chunk narrow repeat
+tril triu flip masked_fill gather isnan isinf isfinite sign all any logical_not logical_and logical_or
+eq ne lt le gt ge""".split()
+
+for _name in _SAME_NAME:
+    setattr(Tensor, _name, getattr(ops, _name))
+
+Tensor.divide = Tensor.true_divide = ops.div
+Tensor.negative = ops.neg
+Tensor.t = ops.t
+Tensor.T = property(lambda self: ops.permute(self, *reversed(range(self.ndim))) if self.ndim > 1 else self)
+Tensor.mT = property(lambda self: ops.transpose(self, -2, -1))
+Tensor.where = lambda self, condition, other: ops.where(condition, self, other)
+
+
+def _nn(name):
+    def method(self, *args, **kwargs):
+        from .nn import functional as F
+        return getattr(F, name)(self, *args, **kwargs)
+    method.__name__ = name
+    return method
+
+
+for _name in ("relu", "sigmoid", "tanh", "softmax", "log_softmax", "gelu", "silu"):
+    setattr(Tensor, _name, _nn(_name))

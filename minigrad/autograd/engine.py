@@ -1,0 +1,212 @@
+"""The backward engine: topological order, then one sweep from the outputs to the leaves.
+
+1. ``topological_order`` walks the graph (iteratively: no recursion limit) and returns the nodes so that
+   every node comes after all nodes that consume its output.
+2. The sweep pops each node's summed gradient, calls its ``backward`` and hands each input its share,
+   un-broadcast to the input's shape. Leaves (AccumulateGrad nodes) add it into ``tensor.grad``.
+"""
+import threading
+
+from ..errors import AutogradError, GradientError, InplaceModificationError
+from . import anomaly
+from .function import AccumulateGrad
+
+_anomaly = anomaly.state
+
+
+class _Local(threading.local):
+    callbacks = None  # list while a backward runs: functions to call when it ends (DDP waits here)
+
+
+_local = _Local()
+
+
+def topological_order(roots):
+    """Nodes reachable from ``roots``, each before the nodes it depends on (reverse DFS post-order)."""
+    order, visited = [], set()
+    for root in roots:
+        if root in visited:
+            continue
+        visited.add(root)
+        stack = [(root, iter(root.next))]
+        while stack:
+            node, edges = stack[-1]
+            for edge in edges:
+                if edge is not None and edge[0] not in visited:
+                    child = edge[0]
+                    visited.add(child)
+                    stack.append((child, iter(child.next)))
+                    break
+            else:
+                stack.pop()
+                order.append(node)
+    order.reverse()
+    return order
+
+
+def unbroadcast(grad, shape, node, index):
+    """Sum ``grad`` down to ``shape`` (the inverse of broadcasting). The one place this is done."""
+    if grad.ndim < len(shape) or (grad.ndim == len(shape) and grad.size < _prod(shape)):
+        _bad_grad(node, index, grad, shape)
+    lead = grad.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(lead + i for i, n in enumerate(shape)
+                                      if n == 1 and grad.shape[lead + i] != 1)
+    if axes:
+        grad = grad.sum(axis=axes, keepdims=True)
+    if lead:
+        grad = grad.reshape(grad.shape[lead:])
+    if grad.shape != tuple(shape):
+        _bad_grad(node, index, grad, shape)
+    return grad
+
+
+def _prod(shape):
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+def _bad_grad(node, index, grad, shape):
+    raise GradientError(f"{node.name}: backward returned a gradient of shape {tuple(grad.shape)} for "
+                        f"input {index} of shape {tuple(shape)}")
+
+
+def _check_versions(node):
+    for counter, version, label in node._versions:
+        if counter[0] != version:
+            raise InplaceModificationError(
+                f"{node.name}: one of the arrays needed for its backward ({label}) was modified by an "
+                f"in-place operation (version {counter[0]}, expected {version}). Use an out-of-place op "
+                f"(x = x + y instead of x += y), or clone() the tensor before modifying it.")
+
+
+def run_backward(roots, retain_graph=False, capture=None):
+    """Propagate ``roots`` [(node, grad_array)] to the leaves.
+
+    ``capture``: dict {node: None}; when given, gradients reaching those nodes are stored there instead of
+    being accumulated into leaves (this is ``mg.autograd.grad``).
+    """
+    outer = _local.callbacks is None
+    if outer:
+        _local.callbacks = []
+    try:
+        grads = {}
+        for node, g in roots:
+            grads[node] = grads[node] + g if node in grads else g
+        for node in topological_order([n for n, _ in roots]):
+            g = grads.pop(node, None)
+            if g is None:
+                continue
+            if node._pre_hooks:
+                g = _run_hooks(node, g)
+            if capture is not None and node in capture:
+                capture[node] = g
+            if type(node) is AccumulateGrad:
+                if capture is None:
+                    node.accumulate(g)
+                continue
+            _check_versions(node)
+            in_grads = node.backward(node, g)
+            if type(in_grads) is not tuple:
+                in_grads = (in_grads,)
+            edges = node.next
+            if len(in_grads) != len(edges):
+                raise GradientError(f"{node.name}: backward returned {len(in_grads)} gradients for "
+                                    f"{len(edges)} inputs")
+            if not retain_graph:
+                node._saved = None
+            previous = []
+            for i, (edge, ig) in enumerate(zip(edges, in_grads)):
+                if edge is None or ig is None:
+                    continue
+                child, shape, dtype = edge
+                if ig.shape != shape:
+                    ig = unbroadcast(ig, shape, node, i)
+                if ig.dtype != dtype:
+                    raise GradientError(f"{node.name}: backward returned a {ig.dtype} gradient for input "
+                                        f"{i} of dtype {dtype}")
+                if _anomaly.enabled:
+                    anomaly.check(ig, node.xp, node.name, f"gradient for input {i}")
+                if any(ig is p for p in previous):  # the same array handed to two inputs: no aliasing
+                    ig = ig.copy()
+                previous.append(ig)
+                grads[child] = grads[child] + ig if child in grads else ig
+        if outer:
+            for fn in _local.callbacks:
+                fn()
+    finally:
+        if outer:
+            _local.callbacks = None
+
+
+def _run_hooks(node, g):
+    from ..tensor import Tensor
+    dev = node.tensor_ref().device if type(node) is AccumulateGrad else node.device
+    for hook in node._pre_hooks:
+        out = hook(Tensor._make(g, dev))
+        if out is not None:
+            g = out.data if isinstance(out, Tensor) else out
+    return g
+
+
+def queue_callback(fn):
+    """Run ``fn()`` when the current (outermost) backward pass finishes; DDP waits for buckets here."""
+    if _local.callbacks is None:
+        raise AutogradError("queue_callback: no backward pass is running")
+    _local.callbacks.append(fn)
+
+
+def _roots(tensors, grad_tensors, what):
+    from ..tensor import Tensor
+    if isinstance(tensors, Tensor):
+        tensors = (tensors,)
+    if grad_tensors is None or isinstance(grad_tensors, Tensor):
+        grad_tensors = (grad_tensors,) * len(tensors) if grad_tensors is None else (grad_tensors,)
+    if len(grad_tensors) != len(tensors):
+        raise AutogradError(f"{what}: got {len(tensors)} tensors but {len(grad_tensors)} gradients")
+    roots = []
+    for t, g in zip(tensors, grad_tensors):
+        if not t.requires_grad:
+            raise AutogradError(f"{what}: tensor of shape {tuple(t.shape)} does not require grad and has "
+                                f"no grad_fn (did you compute it under no_grad, or forget requires_grad=True?)")
+        if g is None:
+            if t.data.size != 1:
+                raise AutogradError(f"{what}: grad can be implicitly created only for scalar outputs; "
+                                    f"got shape {tuple(t.shape)}. Pass gradient= (a tensor of that shape)")
+            g = t.device.xp.ones_like(t.data)
+        else:
+            garr = g.data if isinstance(g, Tensor) else t.device.backend.asarray(g)
+            if tuple(garr.shape) != tuple(t.shape):
+                raise AutogradError(f"{what}: gradient of shape {tuple(garr.shape)} does not match the "
+                                    f"tensor's shape {tuple(t.shape)}")
+            g = garr.astype(t.data.dtype, copy=True)
+        roots.append((t.grad_fn or t._accumulator(), g))
+    return roots
+
+
+def backward(tensors, grad_tensors=None, retain_graph=False):
+    """Accumulate d(tensors)/d(leaf) into every leaf's ``.grad`` (``Tensor.backward`` calls this)."""
+    run_backward(_roots(tensors, grad_tensors, "backward"), retain_graph)
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=False, allow_unused=False):
+    """Return d(outputs)/d(inputs) without touching any ``.grad`` (like ``torch.autograd.grad``)."""
+    from ..tensor import Tensor
+    single = isinstance(inputs, Tensor)
+    inputs = (inputs,) if single else tuple(inputs)
+    nodes = []
+    for t in inputs:
+        if not t.requires_grad:
+            raise AutogradError("grad: one of the inputs does not require grad")
+        nodes.append(t.grad_fn or t._accumulator())
+    capture = {n: None for n in nodes}
+    run_backward(_roots(outputs, grad_outputs, "grad"), retain_graph, capture=capture)
+    result = []
+    for t, n in zip(inputs, nodes):
+        g = capture[n]
+        if g is None and not allow_unused:
+            raise AutogradError("grad: one of the inputs was not used to compute the outputs "
+                                "(pass allow_unused=True to get None for it)")
+        result.append(None if g is None else Tensor._make(g, t.device))
+    return result[0] if single else tuple(result)

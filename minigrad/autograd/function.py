@@ -1,0 +1,190 @@
+"""Function: one differentiable op, forward and backward side by side.
+
+``Op.apply(*inputs)`` unwraps tensors to backend arrays, runs ``forward(ctx, *arrays)`` and wraps the
+result in a Tensor. When grad mode is on and an input requires grad, the ctx becomes the result's
+``grad_fn``: a node of the graph holding the saved arrays and one edge per input. The engine later calls
+``backward(ctx, grad)``, which returns one gradient per input (None for non-differentiable inputs).
+Un-broadcasting, shape/dtype checks of returned gradients and version checks of saved arrays are done once,
+in the engine, never in ops. Unlike PyTorch, ``forward`` receives backend arrays (NumPy/CuPy), not Tensors:
+an op is written directly in array maths, and ``ctx.xp`` is the array module of the inputs' device.
+"""
+import re
+import weakref
+
+from ..backend.device import get_backend
+from ..errors import AutogradError, DeviceError, MinigradError, ShapeError, DTypeError, OpIndexError
+from . import anomaly, grad_mode
+
+_grad = grad_mode._state
+_anomaly = anomaly.state
+_saved_hooks = []  # stack of (pack, unpack) pairs, see saved_tensors_hooks
+Tensor = None  # bound by minigrad.tensor (the core's one import cycle, broken here)
+
+_FLOATING = frozenset("fc")
+
+
+def _snake(name):
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower()
+
+
+class Function:
+    """Base class of ops. Subclasses define static ``forward(ctx, ...)`` and ``backward(ctx, grad)``."""
+
+    name = "function"  # the op's name in messages; set per subclass from the class name
+    # per-node defaults, overridden on the instance when used
+    _pre_hooks = None   # tensor hooks (register_hook on the output)
+    _versions = ()      # (version counter, version at save time, label) per saved input
+    _unpack = None      # saved_tensors_hooks unpack function
+    _non_diff = False
+    next = ()
+
+    def __init_subclass__(cls, **kw):
+        super().__init_subclass__(**kw)
+        if "name" not in cls.__dict__:
+            cls.name = _snake(cls.__name__)
+
+    # --- ctx API used inside forward/backward ------------------------------------------------------
+    def save_for_backward(self, *arrays):
+        """Keep arrays for backward. In-place changes to them before backward are detected."""
+        if _saved_hooks:
+            pack, unpack = _saved_hooks[-1]
+            self._unpack = unpack
+            arrays = tuple(pack(a) for a in arrays)
+        self._saved = arrays
+
+    @property
+    def saved_tensors(self):
+        if self._saved is None:
+            raise AutogradError(
+                f"{self.name}: trying to backward through the graph a second time (or to read saved "
+                f"tensors after they were freed). Pass retain_graph=True to the first backward() "
+                f"if you need to backward twice.")
+        unpack = self._unpack
+        return self._saved if unpack is None else tuple(unpack(a) for a in self._saved)
+
+    def mark_non_differentiable(self):
+        """The output never requires grad (argmax-like results computed through apply)."""
+        self._non_diff = True
+
+    # --- apply: the forward pass of the graph ------------------------------------------------------
+    @classmethod
+    def apply(cls, *args, **kwargs):
+        ctx = cls.__new__(cls)
+        device = None
+        requires = False
+        raw = list(args)
+        for i, a in enumerate(args):
+            if isinstance(a, Tensor):
+                d = a.device
+                if device is None:
+                    device = d
+                elif d is not device and d != device:
+                    raise DeviceError(f"{cls.name}: tensors on different devices ({device}, {d})")
+                if a.requires_grad:
+                    requires = True
+                raw[i] = a.data
+        if device is None:
+            raise AutogradError(f"{cls.name}: apply() needs at least one Tensor argument")
+        be = device.backend or get_backend(device)
+        ctx.xp = be.xp
+        ctx.device = device
+        ctx._saved = ()
+        track = requires and _grad.enabled
+        ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad for a in args) if track \
+            else (False,) * len(args)
+        try:
+            out = cls.forward(ctx, *raw, **kwargs)
+        except MinigradError:
+            raise
+        except (ValueError, TypeError, IndexError, ZeroDivisionError, AttributeError, OverflowError) as e:
+            raise _op_error(cls.name, args, e) from None
+        if type(out) is not be.array_type:
+            out = be.asarray(out)
+        if be.allocator is not None:
+            out = be.adopt(out)
+        if _anomaly.enabled:
+            anomaly.check(out, ctx.xp, cls.name, "output")
+        result = Tensor._make(out, device)
+        if track and out.dtype.kind in _FLOATING and not ctx._non_diff:
+            result.requires_grad = True
+            result.grad_fn = ctx
+            ctx.next = tuple((a.grad_fn or a._accumulator(), a.data.shape, a.data.dtype)
+                             if isinstance(a, Tensor) and a.requires_grad else None for a in args)
+            saved = ctx._saved
+            if saved:
+                ctx._versions = _version_records(saved, args, out, result)
+        return result
+
+
+def _version_records(saved, args, out, result):
+    """For each saved array that is an input's (or the output's) storage: (counter, version, label)."""
+    records = []
+    for j, s in enumerate(saved):
+        if s is out:
+            records.append((result._vc, result._vc[0], "its output"))
+            continue
+        for i, a in enumerate(args):
+            if isinstance(a, Tensor) and a.data is s:
+                records.append((a._vc, a._vc[0], f"input {i}"))
+                break
+    return records
+
+
+def _op_error(name, args, exc):
+    """Turn a raw NumPy error into a minigrad error naming the op, shapes and dtypes."""
+    shapes = ", ".join(str(tuple(a.shape)) for a in args if isinstance(a, Tensor))
+    dts = ", ".join(a.dtype.name for a in args if isinstance(a, Tensor))
+    msg = f"{name}: {exc} (input shapes {shapes}; dtypes {dts})"
+    if isinstance(exc, IndexError):
+        return OpIndexError(msg)
+    if isinstance(exc, TypeError):
+        return DTypeError(msg)
+    return ShapeError(msg)
+
+
+class AccumulateGrad:
+    """The graph node of a leaf tensor: adds the incoming gradient into ``leaf.grad``."""
+
+    __slots__ = ("tensor_ref", "next", "_pre_hooks", "__weakref__")
+    name = "accumulate_grad"
+
+    def __init__(self, tensor):
+        self.tensor_ref = weakref.ref(tensor)
+        self.next = ()
+        self._pre_hooks = None
+
+    def accumulate(self, grad):
+        t = self.tensor_ref()
+        if t is None:
+            return
+        if t.grad is None:
+            if not grad.flags.c_contiguous or not getattr(grad.flags, "writeable", True):
+                grad = grad.copy()
+            be = get_backend(t.device)
+            if be.allocator is not None:
+                grad = be.adopt(grad)
+            t.grad = Tensor._make(grad, t.device)
+        else:
+            t.grad.data += grad
+        hooks = t._post_acc_hooks
+        if hooks:
+            for hook in hooks:
+                hook(t)
+
+
+class saved_tensors_hooks:
+    """Context manager: ``pack`` every array saved for backward, ``unpack`` it when backward reads it.
+
+    The lever for activation offloading/compression lessons; checkpointing uses recomputation instead.
+    """
+
+    def __init__(self, pack_hook, unpack_hook):
+        self.hooks = (pack_hook, unpack_hook)
+
+    def __enter__(self):
+        _saved_hooks.append(self.hooks)
+        return self
+
+    def __exit__(self, *exc):
+        _saved_hooks.pop()
+        return False

@@ -1,0 +1,141 @@
+"""Factories: ``zeros``, ``ones``, ``full``, ``arange``, ``rand``... All storage comes from the backend's
+``empty`` (the memory pool's hook); random values are drawn on the host from a seeded Generator."""
+import numpy as np
+
+from .backend import dtypes
+from .backend.device import device as _device, get_backend
+from .errors import ArgumentError
+from .random import host_rng
+from .tensor import Tensor, tensor
+
+
+def _shape(size):
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = tuple(size[0])
+    shape = tuple(int(s) for s in size)
+    if any(s < 0 for s in shape):
+        raise ArgumentError(f"negative dimension in size {shape}")
+    return shape
+
+
+def _new(shape, dtype, device, requires_grad, fill=None):
+    dev = _device(device)
+    dt = dtypes.to_dtype(dtype) if dtype is not None else dtypes.default_float
+    arr = get_backend(dev).empty(shape, dt.np_dtype)
+    if fill is not None:
+        arr[...] = fill
+    t = Tensor._make(arr, dev)
+    return t.requires_grad_(True) if requires_grad else t
+
+
+def empty(*size, dtype=None, device=None, requires_grad=False):
+    return _new(_shape(size), dtype, device, requires_grad)
+
+
+def zeros(*size, dtype=None, device=None, requires_grad=False):
+    return _new(_shape(size), dtype, device, requires_grad, 0)
+
+
+def ones(*size, dtype=None, device=None, requires_grad=False):
+    return _new(_shape(size), dtype, device, requires_grad, 1)
+
+
+def full(size, fill_value, dtype=None, device=None, requires_grad=False):
+    if dtype is None:
+        dtype = dtypes.bool_ if isinstance(fill_value, bool) else \
+            dtypes.int64 if isinstance(fill_value, int) else dtypes.default_float
+    return _new(_shape((size,) if isinstance(size, int) else (tuple(size),)), dtype, device, requires_grad,
+                fill_value)
+
+
+def _like(t, dtype, device):
+    return (dtype if dtype is not None else t.dtype), (device if device is not None else t.device)
+
+
+def empty_like(t, dtype=None, device=None, requires_grad=False):
+    d, dev = _like(t, dtype, device)
+    return _new(t.shape, d, dev, requires_grad)
+
+
+def zeros_like(t, dtype=None, device=None, requires_grad=False):
+    d, dev = _like(t, dtype, device)
+    return _new(t.shape, d, dev, requires_grad, 0)
+
+
+def ones_like(t, dtype=None, device=None, requires_grad=False):
+    d, dev = _like(t, dtype, device)
+    return _new(t.shape, d, dev, requires_grad, 1)
+
+
+def full_like(t, fill_value, dtype=None, device=None, requires_grad=False):
+    d, dev = _like(t, dtype, device)
+    return _new(t.shape, d, dev, requires_grad, fill_value)
+
+
+def _from_host(host, dtype, device, requires_grad):
+    return tensor(host, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False):
+    if end is None:
+        start, end = 0, start
+    if step == 0:
+        raise ArgumentError("arange: step must be nonzero")
+    is_int = all(isinstance(v, (int, np.integer)) for v in (start, end, step))
+    dt = dtype if dtype is not None else (dtypes.int64 if is_int else dtypes.default_float)
+    return _from_host(np.arange(start, end, step), dt, device, requires_grad)
+
+
+def linspace(start, end, steps, dtype=None, device=None, requires_grad=False):
+    return _from_host(np.linspace(start, end, steps), dtype or dtypes.default_float, device, requires_grad)
+
+
+def eye(n, m=None, dtype=None, device=None, requires_grad=False):
+    return _from_host(np.eye(n, m), dtype or dtypes.default_float, device, requires_grad)
+
+
+def rand(*size, generator=None, dtype=None, device=None, requires_grad=False):
+    host = host_rng(generator).random(_shape(size))
+    return _from_host(host, dtype or dtypes.default_float, device, requires_grad)
+
+
+def randn(*size, generator=None, dtype=None, device=None, requires_grad=False):
+    host = host_rng(generator).standard_normal(_shape(size))
+    return _from_host(host, dtype or dtypes.default_float, device, requires_grad)
+
+
+def randint(low, high=None, size=None, generator=None, dtype=None, device=None):
+    if high is None:
+        low, high = 0, low
+    if size is None:
+        raise ArgumentError("randint: size is required")
+    if high <= low:
+        raise ArgumentError(f"randint: empty range [{low}, {high})")
+    host = host_rng(generator).integers(low, high, _shape((size,) if isinstance(size, int) else (tuple(size),)))
+    return _from_host(host, dtype or dtypes.int64, device, False)
+
+
+def randperm(n, generator=None, dtype=None, device=None):
+    return _from_host(host_rng(generator).permutation(n), dtype or dtypes.int64, device, False)
+
+
+def rand_like(t, generator=None, dtype=None, device=None, requires_grad=False):
+    d, dev = _like(t, dtype, device)
+    return rand(*t.shape, generator=generator, dtype=d, device=dev, requires_grad=requires_grad)
+
+
+def randn_like(t, generator=None, dtype=None, device=None, requires_grad=False):
+    d, dev = _like(t, dtype, device)
+    return randn(*t.shape, generator=generator, dtype=d, device=dev, requires_grad=requires_grad)
+
+
+def from_numpy(array):
+    """A tensor with ``array``'s values and dtype (copied: minigrad storage belongs to the backend)."""
+    return tensor(np.asarray(array))
+
+
+def as_tensor(data, dtype=None, device=None):
+    if isinstance(data, Tensor) and (dtype is None or data.dtype == dtypes.to_dtype(dtype)) and \
+            (device is None or data.device == _device(device)):
+        return data
+    return tensor(data, dtype=dtype, device=device)

@@ -1,0 +1,85 @@
+"""Statistics of a CachingAllocator: PyTorch-style flat dicts and a readable summary table.
+
+Vocabulary (as in PyTorch):
+
+- *allocated*: bytes in blocks handed out, counted at their rounded size;
+- *requested*: what callers asked for before rounding (allocated - requested = internal fragmentation);
+- *active*: allocated blocks not yet returned. minigrad has no streams, so active == allocated;
+- *reserved*: bytes in segments obtained from the device, cached or not;
+- *inactive split*: free blocks inside partly used segments: cached, yet not releasable by empty_cache.
+"""
+from .allocator import POOLS
+
+_AMOUNTS = ("current", "peak", "allocated", "freed")
+
+
+def memory_stats(allocator):
+    """Flat dict with PyTorch's keys, e.g. ``allocated_bytes.all.current``, ``segment.large_pool.peak``."""
+    out = {}
+    for scope, stats in allocator.stats.items():
+        for name, stat in stats.items():
+            values = [getattr(stat, a) for a in _AMOUNTS]
+            for amount, value in zip(_AMOUNTS, values):
+                out[f"{name}.{scope}.{amount}"] = value
+            if name in ("allocated_bytes", "allocation"):      # no streams: active is allocated
+                active = "active_bytes" if name == "allocated_bytes" else "active"
+                for amount, value in zip(_AMOUNTS, values):
+                    out[f"{active}.{scope}.{amount}"] = value
+    for scope in ("all",) + POOLS:
+        count, nbytes = allocator.inactive_split(scope)
+        out[f"inactive_split.{scope}.current"] = count
+        out[f"inactive_split_bytes.{scope}.current"] = nbytes
+    out["num_alloc_retries"] = allocator.num_alloc_retries
+    out["num_ooms"] = allocator.num_ooms
+    out["num_device_alloc"] = allocator.num_device_alloc
+    out["num_device_free"] = allocator.num_device_free
+    out["memory_limit"] = allocator.memory_limit or 0
+    out["fragmentation"] = allocator.fragmentation()
+    return dict(sorted(out.items()))
+
+
+def format_bytes(n):
+    """1536 -> '1.50 KiB'; whole units print without decimals ('2 MiB')."""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            break
+        n /= 1024
+    if unit == "B" or float(n).is_integer():
+        return f"{int(n)} {unit}"
+    return f"{n:.2f} {unit}"
+
+
+def summary(allocator):
+    """A table like ``torch.cuda.memory_summary()``: rows per metric and pool, columns per amount."""
+    stats = memory_stats(allocator)
+    width = 79
+    rule, heavy = "|" + "-" * (width - 2) + "|", "|" + "=" * (width - 2) + "|"
+    limit = allocator.memory_limit
+    lines = [heavy,
+             "|" + f" minigrad memory summary, device {allocator.device_name} ".center(width - 2) + "|",
+             rule,
+             "|" + (f" OOMs: {allocator.num_ooms}    alloc retries: {allocator.num_alloc_retries}    "
+                    f"limit: {'none' if limit is None else format_bytes(limit)}    "
+                    f"fragmentation: {allocator.fragmentation():.2f}").ljust(width - 2) + "|",
+             heavy,
+             "| " + "Metric".ljust(24) + "".join(h.rjust(12) for h in
+                                                  ("Cur Usage", "Peak Usage", "Tot Alloc", "Tot Freed"))
+             + "  |",
+             rule]
+    rows = [("Allocated memory", "allocated_bytes", True), ("Requested memory", "requested_bytes", True),
+            ("Reserved memory", "reserved_bytes", True), ("Allocations", "allocation", False),
+            ("Reserved segments", "segment", False)]
+    for title, key, is_bytes in rows:
+        for scope, label in (("all", title), ("large_pool", "    from large pool"),
+                             ("small_pool", "    from small pool")):
+            cells = [stats[f"{key}.{scope}.{a}"] for a in _AMOUNTS]
+            cells = [format_bytes(c) if is_bytes else str(c) for c in cells]
+            lines.append("| " + label.ljust(24) + "".join(c.rjust(12) for c in cells) + "  |")
+        lines.append(rule)
+    for scope, label in (("all", "Non-releasable memory"), ("large_pool", "    from large pool"),
+                         ("small_pool", "    from small pool")):
+        nbytes, count = stats[f"inactive_split_bytes.{scope}.current"], stats[f"inactive_split.{scope}.current"]
+        lines.append("| " + label.ljust(24) + format_bytes(nbytes).rjust(12)
+                     + f"{count} blocks".rjust(12) + " " * 26 + "|")
+    lines.append(heavy)
+    return "\n".join(lines)

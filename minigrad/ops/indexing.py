@@ -1,0 +1,86 @@
+"""Indexing: ``x[idx]`` with ints, slices, None, Ellipsis, boolean and integer arrays; gather; setitem.
+
+The backward of advanced indexing scatter-ADDS, so repeated indices accumulate their gradients.
+"""
+from ..autograd.function import Function
+
+
+def scatter_add(xp, target, index, values):
+    """target[index] += values, accumulating repeated indices (np.add.at / cupyx.scatter_add)."""
+    if xp.__name__ == "numpy":
+        xp.add.at(target, index, values)
+    else:  # pragma: no cover - GPU only
+        import cupyx
+        cupyx.scatter_add(target, index, values)
+
+
+def is_basic(index):
+    """True when ``index`` only uses ints, slices, None and Ellipsis (the result is a view)."""
+    items = index if isinstance(index, tuple) else (index,)
+    return all(i is None or i is Ellipsis or isinstance(i, (int, slice)) for i in items)
+
+
+class GetItem(Function):
+    @staticmethod
+    def forward(ctx, a, index):
+        ctx.meta = (a.shape, a.dtype, index)
+        return a[index]
+
+    @staticmethod
+    def backward(ctx, grad):
+        shape, dtype, index = ctx.meta
+        out = ctx.xp.zeros(shape, dtype=grad.dtype)
+        if is_basic(index) or _is_bool_index(index):
+            out[index] = grad  # no repeats possible
+        else:
+            scatter_add(ctx.xp, out, index, grad)
+        return out, None
+
+
+def _is_bool_index(index):
+    items = index if isinstance(index, tuple) else (index,)
+    arrays = [i for i in items if hasattr(i, "dtype")]
+    return bool(arrays) and all(i.dtype.kind == "b" for i in arrays)
+
+
+class SetItem(Function):
+    """Out-of-place ``a[index] = value``: the in-place form rebases onto this (see ops.setitem_)."""
+
+    @staticmethod
+    def forward(ctx, a, index, value):
+        out = a.copy()
+        out[index] = value
+        ctx.meta = (index, getattr(value, "shape", ()))
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        index, vshape = ctx.meta
+        ga = gv = None
+        if ctx.needs_input_grad[0]:
+            ga = grad.copy()
+            ga[index] = 0
+        if ctx.needs_input_grad[2]:
+            gv = grad[index]
+            if gv.shape != vshape:  # value was broadcast into the slot
+                from ..autograd.engine import unbroadcast
+                gv = unbroadcast(gv, vshape, ctx, 2)
+        return ga, None, gv
+
+
+class Gather(Function):
+    """out[i][j] = a[i][index[i][j]] along ``dim`` (PyTorch's gather)."""
+
+    @staticmethod
+    def forward(ctx, a, dim, index):
+        full = list(ctx.xp.indices(index.shape, sparse=True))
+        full[dim] = index
+        ctx.meta = (a.shape, tuple(full))
+        return a[tuple(full)]
+
+    @staticmethod
+    def backward(ctx, grad):
+        shape, full = ctx.meta
+        out = ctx.xp.zeros(shape, dtype=grad.dtype)
+        scatter_add(ctx.xp, out, full, grad)
+        return out, None, None

@@ -1,0 +1,131 @@
+"""Helpers shared by the nn ops: argument normalisation, reductions, a vectorised erf, sliding windows."""
+import math
+
+from ...errors import ArgumentError, OpIndexError
+
+REDUCTIONS = ("mean", "sum", "none")
+
+
+def check_reduction(op, reduction):
+    if reduction not in REDUCTIONS:
+        raise ArgumentError(f"{op}: unknown reduction {reduction!r} (expected 'mean', 'sum' or 'none')")
+
+
+def ntuple(op, what, value, n, minimum):
+    """``3`` -> ``(3, 3)``; a tuple/list of length n passes; every entry must be an int >= minimum."""
+    if isinstance(value, (tuple, list)):
+        vals = tuple(value)
+        if len(vals) == 1 and n > 1:
+            vals = vals * n
+    else:
+        vals = (value,) * n
+    if len(vals) != n or not all(isinstance(v, int) and not isinstance(v, bool) for v in vals):
+        raise ArgumentError(f"{op}: {what} must be an int or a tuple of {n} ints, got {value!r}")
+    if any(v < minimum for v in vals):
+        raise ArgumentError(f"{op}: {what} must be >= {minimum}, got {value!r}")
+    return vals
+
+
+def normalize_dim(op, dim, ndim):
+    """A possibly negative dim -> 0..ndim-1 (0-d tensors accept 0 and -1, as in PyTorch)."""
+    n = max(ndim, 1)
+    if not isinstance(dim, int) or isinstance(dim, bool):
+        raise ArgumentError(f"{op}: dim must be an int, got {dim!r}")
+    if not -n <= dim < n:
+        raise OpIndexError(f"{op}: dim {dim} is out of range for a tensor of {ndim} dimensions "
+                           f"(expected to be in [{-n}, {n - 1}])")
+    return dim % n
+
+
+def windows(xp, x, kernel, stride, dilation):
+    """A read-only view (N, C, *out, *kernel) of every window of ``x`` (N, C, *spatial); no copy.
+
+    ``out[i] = (size - dilation * (k - 1) - 1) // stride + 1`` per spatial dim; the caller checks that
+    every out size is >= 1.
+    """
+    spatial = x.shape[2:]
+    out = tuple((s - d * (k - 1) - 1) // st + 1 for s, k, st, d in zip(spatial, kernel, stride, dilation))
+    strides = x.strides[2:]
+    shape = x.shape[:2] + out + tuple(kernel)
+    view_strides = (x.strides[:2] + tuple(s * st for s, st in zip(strides, stride))
+                    + tuple(s * d for s, d in zip(strides, dilation)))
+    return xp.lib.stride_tricks.as_strided(x, shape=shape, strides=view_strides, writeable=False)
+
+
+def kernel_slices(offsets, out, stride, dilation):
+    """For one kernel position: the strided slices of the (padded) input that it touched, one per
+    output position. Positions inside one kernel offset never collide, so ``dx[slices] += g`` is exact."""
+    return tuple(slice(o * d, o * d + st * (n - 1) + 1, st)
+                 for o, n, st, d in zip(offsets, out, stride, dilation))
+
+
+# --- erf ------------------------------------------------------------------------------------------
+# W. J. Cody, "Rational Chebyshev approximations for the error function", Math. Comp. 23 (1969),
+# as in his CALERF (SPECFUN). Accurate to about 1e-16 in double precision.
+_A = (3.16112374387056560e00, 1.13864154151050156e02, 3.77485237685302021e02,
+      3.20937758913846947e03, 1.85777706184603153e-1)
+_B = (2.36012909523441209e01, 2.44024637934444173e02, 1.28261652607737228e03, 2.84423683343917062e03)
+_C = (5.64188496988670089e-1, 8.88314979438837594e00, 6.61191906371416295e01, 2.98635138197400131e02,
+      8.81952221241769090e02, 1.71204761263407058e03, 2.05107837782607147e03, 1.23033935479799725e03,
+      2.15311535474403846e-8)
+_D = (1.57449261107098347e01, 1.17693950891312499e02, 5.37181101862009858e02, 1.62138957456669019e03,
+      3.29079923573345963e03, 4.36261909014324716e03, 3.43936767414372164e03, 1.23033935480374942e03)
+_P = (3.05326634961232344e-1, 3.60344899949804439e-1, 1.25781726111229246e-1, 1.60837851487422766e-2,
+      6.58749161529837803e-4, 1.63153871373020978e-2)
+_Q = (2.56852019228982242e00, 1.87295284992346047e00, 5.27905102951428412e-1, 6.05183413124413191e-2,
+      2.33520497626869185e-3)
+_RSQRTPI = 1.0 / math.sqrt(math.pi)
+
+
+def erf_rational(xp, x):
+    """erf(x) from Cody's three rational approximations, evaluated on every element (float64 inside)."""
+    x = xp.asarray(x, dtype="float64")
+    y = xp.minimum(xp.abs(x), 6.0)  # erf(6) == 1 in double precision
+    z = y * y
+    # |x| <= 0.46875: erf directly
+    num, den = _A[4] * z, z
+    for i in range(3):
+        num, den = (num + _A[i]) * z, (den + _B[i]) * z
+    small = y * (num + _A[3]) / (den + _B[3])
+    # 0.46875 < |x| <= 4: erfc = exp(-y^2) R(y)
+    num, den = _C[8] * y, y
+    for i in range(7):
+        num, den = (num + _C[i]) * y, (den + _D[i]) * y
+    mid = (num + _C[7]) / (den + _D[7])
+    # |x| > 4: erfc = exp(-y^2) (1/sqrt(pi) - R(1/y^2)/y^2) / y
+    r = 1.0 / xp.maximum(z, 16.0)
+    num, den = _P[5] * r, r
+    for i in range(4):
+        num, den = (num + _P[i]) * r, (den + _Q[i]) * r
+    big = (_RSQRTPI - r * (num + _P[4]) / (den + _Q[4])) / xp.maximum(y, 4.0)
+    # exp(-y^2) split as exp(-ysq^2) exp(-del) for accuracy (Cody's trick)
+    ysq = xp.trunc(y * 16.0) / 16.0
+    scale = xp.exp(-ysq * ysq) * xp.exp(-(y - ysq) * (y + ysq))
+    erfc = scale * xp.where(y <= 4.0, mid, big)
+    res = xp.where(y <= 0.46875, small, 1.0 - erfc)
+    return xp.copysign(res, x)
+
+
+def _scipy_erf(xp):
+    try:
+        if xp.__name__ == "numpy":
+            from scipy.special import erf
+        else:  # pragma: no cover - GPU only
+            from cupyx.scipy.special import erf
+        return erf
+    except ImportError:  # pragma: no cover - depends on the environment
+        return None
+
+
+_ERF = {}
+
+
+def erf(xp, x):
+    """Elementwise erf keeping x's dtype: scipy's (or cupyx's) when importable, else Cody's rational."""
+    fn = _ERF.get(xp.__name__, False)
+    if fn is False:
+        fn = _ERF[xp.__name__] = _scipy_erf(xp)
+    if fn is not None:
+        out = fn(x)
+        return out if out.dtype == x.dtype else out.astype(x.dtype)
+    return erf_rational(xp, x).astype(x.dtype, copy=False)

@@ -1,0 +1,191 @@
+"""Activations, softmax/log_softmax and dropout: one Function each, forward and backward side by side.
+
+Constants are Python floats so float32 inputs stay float32 (a NumPy float64 scalar would upcast).
+"""
+import math
+
+from ...autograd.function import Function
+from ...errors import ArgumentError
+from ...random import host_rng
+from ._util import erf
+
+_SQRT_2 = math.sqrt(2.0)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+_GELU_C = 0.044715
+
+
+class ReLU(Function):
+    name = "relu"
+
+    @staticmethod
+    def forward(ctx, x):
+        out = ctx.xp.maximum(x, 0)
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        out, = ctx.saved_tensors
+        return grad * (out > 0)
+
+
+class LeakyReLU(Function):
+    name = "leaky_relu"
+
+    @staticmethod
+    def forward(ctx, x, negative_slope):
+        ctx.slope = float(negative_slope)
+        ctx.save_for_backward(x)
+        return ctx.xp.where(x > 0, x, x * ctx.slope)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, = ctx.saved_tensors
+        return ctx.xp.where(x > 0, grad, grad * ctx.slope), None
+
+
+class GELU(Function):
+    """Exact: x Phi(x) with Phi(x) = (1 + erf(x / sqrt 2)) / 2; 'tanh': the tanh approximation."""
+    name = "gelu"
+
+    @staticmethod
+    def forward(ctx, x, approximate):
+        xp = ctx.xp
+        ctx.approximate = approximate
+        if approximate == "tanh":
+            t = xp.tanh(_SQRT_2_OVER_PI * (x + _GELU_C * x * x * x))
+            ctx.save_for_backward(x, t)
+            return 0.5 * x * (1.0 + t)
+        cdf = 0.5 * (1.0 + erf(xp, x / _SQRT_2))
+        ctx.save_for_backward(x, cdf)
+        return x * cdf
+
+    @staticmethod
+    def backward(ctx, grad):
+        xp = ctx.xp
+        x, s = ctx.saved_tensors
+        if ctx.approximate == "tanh":  # d/dx = (1 + t)/2 + x/2 (1 - t^2) sqrt(2/pi) (1 + 3c x^2)
+            inner = _SQRT_2_OVER_PI * (1.0 + 3.0 * _GELU_C * x * x)
+            return grad * (0.5 * (1.0 + s) + 0.5 * x * (1.0 - s * s) * inner), None
+        pdf = _INV_SQRT_2PI * xp.exp(-0.5 * x * x)  # d/dx = Phi(x) + x phi(x)
+        return grad * (s + x * pdf), None
+
+
+def stable_sigmoid(xp, x):
+    """1 / (1 + exp(-x)) without overflow: exp only ever sees -|x|."""
+    e = xp.exp(-xp.abs(x))
+    return xp.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+
+
+class Sigmoid(Function):
+    name = "sigmoid"
+
+    @staticmethod
+    def forward(ctx, x):
+        out = stable_sigmoid(ctx.xp, x)
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        s, = ctx.saved_tensors
+        return grad * s * (1.0 - s)
+
+
+class Tanh(Function):
+    name = "tanh"
+
+    @staticmethod
+    def forward(ctx, x):
+        out = ctx.xp.tanh(x)
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        t, = ctx.saved_tensors
+        return grad * (1.0 - t * t)
+
+
+class SiLU(Function):
+    name = "silu"
+
+    @staticmethod
+    def forward(ctx, x):
+        s = stable_sigmoid(ctx.xp, x)
+        ctx.save_for_backward(x, s)
+        return x * s
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, s = ctx.saved_tensors  # d/dx x s(x) = s (1 + x (1 - s))
+        return grad * (s * (1.0 + x * (1.0 - s)))
+
+
+class Softmax(Function):
+    """exp(x - max) / sum: the max subtraction keeps exp from overflowing."""
+    name = "softmax"
+
+    @staticmethod
+    def forward(ctx, x, dim):
+        xp = ctx.xp
+        ctx.dim = dim
+        e = xp.exp(x - x.max(axis=dim, keepdims=True))
+        e /= e.sum(axis=dim, keepdims=True)
+        ctx.save_for_backward(e)
+        return e
+
+    @staticmethod
+    def backward(ctx, grad):
+        p, = ctx.saved_tensors  # dx = p (g - sum(g p))
+        gp = grad * p
+        gp -= p * gp.sum(axis=ctx.dim, keepdims=True)
+        return gp, None
+
+
+class LogSoftmax(Function):
+    """x - max - log(sum(exp(x - max))): log-sum-exp, finite for any finite input."""
+    name = "log_softmax"
+
+    @staticmethod
+    def forward(ctx, x, dim):
+        xp = ctx.xp
+        ctx.dim = dim
+        shifted = x - x.max(axis=dim, keepdims=True)
+        shifted -= xp.log(xp.exp(shifted).sum(axis=dim, keepdims=True))
+        ctx.save_for_backward(shifted)
+        return shifted
+
+    @staticmethod
+    def backward(ctx, grad):
+        out, = ctx.saved_tensors  # dx = g - softmax * sum(g)
+        return grad - ctx.xp.exp(out) * grad.sum(axis=ctx.dim, keepdims=True), None
+
+
+class Dropout(Function):
+    """Inverted dropout: keep each element with probability 1 - p and scale kept ones by 1 / (1 - p)."""
+    name = "dropout"
+
+    @staticmethod
+    def forward(ctx, x, p, generator):
+        xp = ctx.xp
+        if p >= 1.0:
+            mask = xp.zeros_like(x)
+        else:
+            u = host_rng(generator).random(x.shape, dtype="float32" if x.dtype.itemsize <= 4 else "float64")
+            keep = xp.asarray(u >= p)
+            mask = keep.astype(x.dtype) * (1.0 / (1.0 - p))
+        ctx.save_for_backward(mask)
+        return x * mask
+
+    @staticmethod
+    def backward(ctx, grad):
+        mask, = ctx.saved_tensors
+        return grad * mask, None, None
+
+
+def check_dropout_p(op, p):
+    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p <= 1.0:
+        raise ArgumentError(f"{op}: dropout probability has to be between 0 and 1, but got {p!r}")
+    return float(p)

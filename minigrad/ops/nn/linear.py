@@ -1,0 +1,46 @@
+"""linear: y = x @ W.T + b as one Function, two GEMMs in backward.
+
+``x`` may have any leading dims; it is viewed as 2-D (M, in) so each product is a single BLAS call.
+``W.T`` is a transposed view, which BLAS reads without a copy.
+"""
+from ...autograd.function import Function
+from ...errors import DTypeError, ShapeError
+
+
+class Linear(Function):
+    name = "linear"
+
+    @staticmethod
+    def forward(ctx, x, weight, bias):
+        if weight.ndim != 2:
+            raise ShapeError(f"linear: weight must be 2-D (out_features, in_features), got shape "
+                             f"{tuple(weight.shape)}")
+        out_f, in_f = weight.shape
+        if x.ndim == 0 or x.shape[-1] != in_f:
+            raise ShapeError(f"linear: input shape {tuple(x.shape)} has "
+                             f"{x.shape[-1] if x.ndim else 'no'} features in its last dim but weight "
+                             f"(shape {tuple(weight.shape)}) expects {in_f}")
+        if bias is not None and tuple(bias.shape) not in ((out_f,), ()):
+            raise ShapeError(f"linear: bias shape {tuple(bias.shape)} does not match out_features={out_f} "
+                             f"(weight shape {tuple(weight.shape)})")
+        if x.dtype != weight.dtype or (bias is not None and bias.dtype != weight.dtype):
+            raise DTypeError(f"linear: input ({x.dtype}), weight ({weight.dtype})"
+                             + ("" if bias is None else f" and bias ({bias.dtype})") + " must share a dtype")
+        ctx.save_for_backward(x, weight)
+        ctx.has_bias = bias is not None
+        x2 = x.reshape(-1, in_f)
+        y = x2 @ weight.T
+        if bias is not None:
+            y += bias
+        return y.reshape(x.shape[:-1] + (out_f,))
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, weight = ctx.saved_tensors
+        out_f, in_f = weight.shape
+        g2 = grad.reshape(-1, out_f)
+        need_x, need_w, need_b = ctx.needs_input_grad
+        dx = (g2 @ weight).reshape(x.shape) if need_x else None
+        dw = g2.T @ x.reshape(-1, in_f) if need_w else None
+        db = g2.sum(axis=0) if need_b else None
+        return dx, dw, db

@@ -1,0 +1,492 @@
+"""Tensor: storage (a backend array on a device) plus autograd metadata.
+
+A Tensor owns ``data`` (a NumPy or CuPy array), knows its ``device`` and, when it was produced by a
+recorded op, its ``grad_fn`` (the graph node that will send gradients to the op's inputs). Leaves are
+tensors without ``grad_fn``; when they ``requires_grad`` the engine accumulates into their ``.grad``.
+Every operator below delegates to a function in ``minigrad.ops``; the maths lives there, one Function each.
+"""
+import numpy as np
+
+from .autograd import grad_mode
+from .autograd.function import AccumulateGrad
+from .backend import dtypes
+from .backend.device import CPU, device as _device, get_backend
+from .errors import AutogradError, DTypeError
+
+
+class Tensor:
+    __slots__ = ("data", "device", "requires_grad", "grad", "grad_fn", "_vc", "_acc", "_post_acc_hooks",
+                 "_is_view", "_retain", "__weakref__")
+    __array_priority__ = 1000  # make ndarray (op) Tensor defer to Tensor's reflected operators
+
+    def __init__(self, data, dtype=None, device=None, requires_grad=False):
+        t = tensor(data, dtype=dtype, device=device, requires_grad=requires_grad)
+        for s in Tensor.__slots__[:-1]:
+            object.__setattr__(self, s, getattr(t, s))
+        if self._acc is not None:
+            self._acc = None
+
+    @staticmethod
+    def _make(data, device, requires_grad=False):
+        """Fast internal constructor: wrap a backend array already on ``device`` (no copy, no checks)."""
+        t = object.__new__(Tensor)
+        t.data = data
+        t.device = device
+        t.requires_grad = requires_grad
+        t.grad = None
+        t.grad_fn = None
+        t._vc = [0]
+        t._acc = None
+        t._post_acc_hooks = None
+        t._is_view = False
+        t._retain = False
+        return t
+
+    # --- metadata ---------------------------------------------------------------------------------
+    @property
+    def shape(self):
+        return self.data.shape
+
+    @property
+    def ndim(self):
+        return self.data.ndim
+
+    @property
+    def dtype(self):
+        return dtypes.from_numpy_dtype(self.data.dtype)
+
+    @property
+    def is_leaf(self):
+        return self.grad_fn is None
+
+    @property
+    def _version(self):
+        return self._vc[0]
+
+    @property
+    def is_cuda(self):
+        return self.device.type == "cuda"
+
+    @property
+    def itemsize(self):
+        return self.data.itemsize
+
+    @property
+    def nbytes(self):
+        return self.data.nbytes
+
+    def size(self, dim=None):
+        return self.data.shape if dim is None else self.data.shape[dim]
+
+    def dim(self):
+        return self.data.ndim
+
+    def numel(self):
+        return int(self.data.size)
+
+    def element_size(self):
+        return self.data.itemsize
+
+    def is_floating_point(self):
+        return self.data.dtype.kind == "f"
+
+    def __len__(self):
+        if self.data.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self.data.shape[0]
+
+    def __iter__(self):
+        if self.data.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(self.data.shape[0]))
+
+    __hash__ = object.__hash__
+
+    # --- conversion -------------------------------------------------------------------------------
+    def numpy(self):
+        if self.requires_grad and grad_mode.is_grad_enabled():
+            raise AutogradError("numpy(): can't call numpy() on a tensor that requires grad; "
+                                "use tensor.detach().numpy()")
+        return self.device.backend.to_host(self.data) if self.device is not CPU else self.data
+
+    def item(self):
+        if self.data.size != 1:
+            raise ValueError(f"item(): only one-element tensors can be converted to Python scalars "
+                             f"(shape {tuple(self.shape)})")
+        return self.data.reshape(()).item() if self.device is CPU else \
+            get_backend(self.device).to_host(self.data).reshape(()).item()
+
+    def tolist(self):
+        return get_backend(self.device).to_host(self.data).tolist()
+
+    def __array__(self, dtype=None, copy=None):
+        arr = get_backend(self.device).to_host(self.data)
+        return arr if dtype is None else arr.astype(dtype, copy=False)
+
+    def __float__(self):
+        return float(self.item())
+
+    def __int__(self):
+        return int(self.item())
+
+    def __index__(self):
+        if self.data.dtype.kind not in "iub" or self.data.size != 1:
+            raise TypeError("only integer tensors of a single element can be converted to an index")
+        return int(self.item())
+
+    def __bool__(self):
+        if self.data.size != 1:
+            raise ValueError(f"the truth value of a tensor with {self.data.size} elements is ambiguous")
+        return bool(self.item())
+
+    def __repr__(self):
+        arr = get_backend(self.device).to_host(self.data)
+        body = np.array2string(arr, separator=", ", prefix="tensor(", precision=4,
+                               threshold=200, edgeitems=3)
+        extra = []
+        if self.device is not CPU:
+            extra.append(f"device='{self.device}'")
+        if self.data.dtype not in (np.float32, np.int64, np.bool_):
+            extra.append(f"dtype={self.dtype}")
+        if self.grad_fn is not None:
+            extra.append(f"grad_fn=<{type(self.grad_fn).__name__}Backward>")
+        elif self.requires_grad:
+            extra.append("requires_grad=True")
+        return "tensor(" + body + "".join(", " + e for e in extra) + ")"
+
+    # --- autograd ---------------------------------------------------------------------------------
+    def backward(self, gradient=None, retain_graph=False):
+        """Accumulate the gradient of this tensor with respect to every leaf into ``leaf.grad``."""
+        _engine.backward((self,), None if gradient is None else (gradient,), retain_graph)
+
+    def _accumulator(self):
+        acc = self._acc
+        if acc is None:
+            acc = self._acc = AccumulateGrad(self)
+        return acc
+
+    def requires_grad_(self, requires_grad=True):
+        if requires_grad and self.data.dtype.kind not in "fc":
+            raise DTypeError(f"requires_grad_: only floating point tensors can require gradients "
+                             f"(got {self.dtype})")
+        if not requires_grad and self.grad_fn is not None:
+            raise AutogradError("requires_grad_(False) on a non-leaf tensor; use detach()")
+        self.requires_grad = requires_grad
+        return self
+
+    def detach(self):
+        """Same storage, cut from the graph (shares the version counter, like PyTorch)."""
+        t = Tensor._make(self.data, self.device)
+        t._vc = self._vc
+        return t
+
+    def detach_(self):
+        self.grad_fn = None
+        self.requires_grad = False
+        return self
+
+    def retain_grad(self):
+        """Keep ``.grad`` on a non-leaf tensor after backward."""
+        if self.grad_fn is None or self._retain:
+            return
+        import weakref
+        ref = weakref.ref(self)
+
+        def hook(g):
+            t = ref()
+            if t is not None:
+                if t.grad is None:
+                    t.grad = Tensor._make(g.data.copy(), t.device)
+                else:
+                    t.grad.data += g.data
+        self._retain = True
+        self.register_hook(hook)
+
+    def register_hook(self, hook):
+        """Call ``hook(grad) -> new grad or None`` when this tensor's gradient is computed."""
+        if not self.requires_grad:
+            raise AutogradError("register_hook: cannot register a hook on a tensor that doesn't require grad")
+        node = self.grad_fn or self._accumulator()
+        if node._pre_hooks is None:
+            node._pre_hooks = []
+        node._pre_hooks.append(hook)
+        return _RemovableHandle(node._pre_hooks, hook)
+
+    def register_post_accumulate_grad_hook(self, hook):
+        """On a leaf: call ``hook(tensor)`` after its ``.grad`` was accumulated (DDP starts all-reduces here)."""
+        if self.grad_fn is not None:
+            raise AutogradError("register_post_accumulate_grad_hook: only leaf tensors accumulate gradients")
+        if self._post_acc_hooks is None:
+            self._post_acc_hooks = []
+        self._post_acc_hooks.append(hook)
+        return _RemovableHandle(self._post_acc_hooks, hook)
+
+    # --- copies, dtype and device -----------------------------------------------------------------
+    def clone(self):
+        return _ops.clone(self)
+
+    def contiguous(self):
+        return self if self.data.flags.c_contiguous else _ops.clone(self)
+
+    def to(self, *args, **kwargs):
+        """``to(dtype)``, ``to(device)``, ``to(device, dtype)``, ``to(other_tensor)``; differentiable."""
+        dtype = kwargs.pop("dtype", None)
+        dev = kwargs.pop("device", None)
+        kwargs.pop("non_blocking", None)
+        copy = kwargs.pop("copy", False)
+        if kwargs:
+            raise TypeError(f"to(): unexpected arguments {sorted(kwargs)}")
+        for a in args:
+            if isinstance(a, Tensor):
+                dtype, dev = a.dtype, a.device
+            elif isinstance(a, (str, type(CPU))) and not (isinstance(a, str) and a in dtypes._BY_NAME):
+                dev = a
+            else:
+                dtype = a
+        out = self
+        if dev is not None:
+            dev = _device(dev)
+            if dev != out.device:
+                out = _ops.to_device(out, dev)
+        if dtype is not None:
+            dt = dtypes.to_dtype(dtype)
+            if dt.np_dtype != out.data.dtype:
+                out = _ops.cast(out, dt)
+        if copy and out is self:
+            out = self.clone()
+        return out
+
+    def cpu(self):
+        return self.to("cpu")
+
+    def cuda(self, device=None):
+        return self.to("cuda" if device is None else _device("cuda", device) if isinstance(device, int)
+                       else device)
+
+    def type(self, dtype=None):
+        return self.dtype if dtype is None else self.to(dtype)
+
+    def float(self):
+        return self.to(dtypes.float32)
+
+    def double(self):
+        return self.to(dtypes.float64)
+
+    def half(self):
+        return self.to(dtypes.float16)
+
+    def long(self):
+        return self.to(dtypes.int64)
+
+    def int(self):
+        return self.to(dtypes.int32)
+
+    def bool(self):
+        return self.to(dtypes.bool_)
+
+    def type_as(self, other):
+        return self.to(other.dtype)
+
+    # --- arithmetic operators ---------------------------------------------------------------------
+    def __add__(self, other):
+        return _ops.add(self, other)
+
+    def __radd__(self, other):
+        return _ops.add(self, other)
+
+    def __sub__(self, other):
+        return _ops.sub(self, other)
+
+    def __rsub__(self, other):
+        return _ops.rsub(self, other)
+
+    def __mul__(self, other):
+        return _ops.mul(self, other)
+
+    def __rmul__(self, other):
+        return _ops.mul(self, other)
+
+    def __truediv__(self, other):
+        return _ops.div(self, other)
+
+    def __rtruediv__(self, other):
+        return _ops.rdiv(self, other)
+
+    def __neg__(self):
+        return _ops.neg(self)
+
+    def __pos__(self):
+        return self
+
+    def __pow__(self, other):
+        return _ops.pow(self, other)
+
+    def __rpow__(self, other):
+        return _ops.rpow(self, other)
+
+    def __matmul__(self, other):
+        return _ops.matmul(self, other)
+
+    def __rmatmul__(self, other):
+        return _ops.matmul(_ops.as_tensor_like(other, self), self)
+
+    def __abs__(self):
+        return _ops.abs(self)
+
+    def __floordiv__(self, other):
+        return _ops.floor_divide(self, other)
+
+    def __mod__(self, other):
+        return _ops.remainder(self, other)
+
+    # comparisons and logic: no gradient
+    def __lt__(self, other):
+        return _ops.lt(self, other)
+
+    def __le__(self, other):
+        return _ops.le(self, other)
+
+    def __gt__(self, other):
+        return _ops.gt(self, other)
+
+    def __ge__(self, other):
+        return _ops.ge(self, other)
+
+    def __eq__(self, other):
+        return _ops.eq(self, other)
+
+    def __ne__(self, other):
+        return _ops.ne(self, other)
+
+    def __invert__(self):
+        return _ops.logical_not(self)
+
+    def __and__(self, other):
+        return _ops.logical_and(self, other)
+
+    def __or__(self, other):
+        return _ops.logical_or(self, other)
+
+    def __xor__(self, other):
+        return _ops.logical_xor(self, other)
+
+    # in-place operators
+    def __iadd__(self, other):
+        return self.add_(other)
+
+    def __isub__(self, other):
+        return self.sub_(other)
+
+    def __imul__(self, other):
+        return self.mul_(other)
+
+    def __itruediv__(self, other):
+        return self.div_(other)
+
+    # --- indexing ---------------------------------------------------------------------------------
+    def __getitem__(self, index):
+        return _ops.getitem(self, index)
+
+    def __setitem__(self, index, value):
+        _ops.setitem_(self, index, value)
+
+    # --- in-place methods (bump the version counter; refuse leaves that require grad) ---------------
+    def add_(self, other, alpha=1):
+        return _ops.inplace(self, _ops.add, other if alpha == 1 else other * alpha)
+
+    def sub_(self, other, alpha=1):
+        return _ops.inplace(self, _ops.sub, other if alpha == 1 else other * alpha)
+
+    def mul_(self, other):
+        return _ops.inplace(self, _ops.mul, other)
+
+    def div_(self, other):
+        return _ops.inplace(self, _ops.div, other)
+
+    def pow_(self, other):
+        return _ops.inplace(self, _ops.pow, other)
+
+    def clamp_(self, min=None, max=None):
+        return _ops.inplace(self, _ops.clamp, min, max)
+
+    clip_ = clamp_
+
+    def masked_fill_(self, mask, value):
+        return _ops.inplace(self, _ops.masked_fill, mask, value)
+
+    def copy_(self, src):
+        return _ops.copy_(self, src)
+
+    def zero_(self):
+        return _ops.fill_(self, 0)
+
+    def fill_(self, value):
+        return _ops.fill_(self, value)
+
+    def uniform_(self, a=0.0, b=1.0, generator=None):
+        return _ops.random_fill_(self, "uniform", a, b, generator)
+
+    def normal_(self, mean=0.0, std=1.0, generator=None):
+        return _ops.random_fill_(self, "normal", mean, std, generator)
+
+
+class _RemovableHandle:
+    def __init__(self, hooks, hook):
+        self._hooks, self._hook = hooks, hook
+
+    def remove(self):
+        if self._hook in self._hooks:
+            self._hooks.remove(self._hook)
+
+
+def _default_dtype_for(host):
+    """float32 for Python floats (PyTorch's default), int64 for ints, bool for bools."""
+    kind = host.dtype.kind
+    if kind == "f":
+        return dtypes.default_float.np_dtype
+    if kind in "iu":
+        return np.dtype(np.int64)
+    if kind == "b":
+        return np.dtype(np.bool_)
+    raise DTypeError(f"tensor: cannot make a tensor from data of dtype {host.dtype}")
+
+
+def tensor(data, dtype=None, device=None, requires_grad=False):
+    """A new tensor holding a copy of ``data`` (nested lists, numbers, NumPy arrays, Tensors).
+
+    Python floats become float32, ints int64; NumPy arrays keep their dtype (as torch.tensor does).
+    """
+    dev = _device(device) if device is not None else (data.device if isinstance(data, Tensor) else CPU)
+    be = get_backend(dev)
+    if isinstance(data, Tensor):
+        host = data.data if data.device == dev else get_backend(data.device).to_host(data.data)
+        np_dt = dtypes.np_dtype(dtype) or data.data.dtype
+    else:
+        if isinstance(data, (list, tuple)) and any(isinstance(x, Tensor) for x in data):
+            data = [x.tolist() if isinstance(x, Tensor) else x for x in data]
+        is_array = isinstance(data, np.ndarray) or type(data).__module__.startswith("cupy")
+        host = data if is_array else np.asarray(data)
+        if host.dtype == object:
+            raise DTypeError("tensor: ragged or non-numeric data cannot make a tensor")
+        if dtype is not None:
+            np_dt = dtypes.np_dtype(dtype)
+        elif is_array or isinstance(data, np.generic):
+            np_dt = dtypes.from_numpy_dtype(host.dtype).np_dtype
+        else:
+            np_dt = _default_dtype_for(host)
+    arr = be.empty(host.shape, np_dt)
+    if be.xp is np or type(host) is be.array_type:
+        arr[...] = host
+    else:
+        arr[...] = be.asarray(np.asarray(host))
+    t = Tensor._make(arr, dev)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+from .autograd import engine as _engine  # noqa: E402  (engine and ops import Tensor)
+from .autograd import function as _function  # noqa: E402
+
+_function.Tensor = Tensor
+from . import ops as _ops  # noqa: E402
