@@ -227,13 +227,13 @@ class CachingAllocator:
                     raise OutOfMemoryError(self._oom_message(nbytes, size))
         if should_split(pool, block.size - size):
             self._split(block, size)
-        block.allocated = True
+        block.allocated = True          # block.size may exceed size when the remainder was too small
         block.requested = nbytes
         block.cause = cause
         for stats in self._scopes[pool]:
-            stats.add_block(size, nbytes)
+            stats.add_block(block.size, nbytes)
         if self.history is not None:
-            self.history.record("alloc", self, block.address, size, nbytes, pool, cause)
+            self.history.record("alloc", self, block.address, block.size, nbytes, pool, cause)
         return block
 
     def free(self, block):

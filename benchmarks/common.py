@@ -1,0 +1,40 @@
+"""Shared benchmark helpers: timing with warm-up and medians, thread pinning, a small table printer."""
+import os
+import statistics
+import time
+
+
+def pin_threads(n):
+    """Use the same number of BLAS/OpenMP threads for NumPy and PyTorch (set before they load)."""
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(var, str(n))
+
+
+def median_time(fn, repeat=7, number=1, warmup=2):
+    """Median seconds per call of ``fn`` over ``repeat`` runs of ``number`` calls, after ``warmup`` calls."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        for _ in range(number):
+            fn()
+        times.append((time.perf_counter() - t0) / number)
+    return statistics.median(times)
+
+
+def try_import_torch(threads):
+    try:
+        import torch
+    except ImportError:
+        return None
+    torch.set_num_threads(threads)
+    return torch
+
+
+def table(rows, headers):
+    widths = [max(len(str(h)), *(len(str(r[i])) for r in rows)) for i, h in enumerate(headers)]
+    line = "  ".join(str(h).ljust(w) for h, w in zip(headers, widths))
+    out = [line, "-" * len(line)]
+    out += ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)) for r in rows]
+    return "\n".join(out)

@@ -1,0 +1,265 @@
+"""Losses: cross_entropy (fused, stable log-softmax + NLL), nll_loss, mse_loss, binary_cross_entropy_with_logits.
+
+Semantics follow PyTorch. For class-index targets with per-class ``weight`` w, ``ignore_index`` and label
+smoothing eps over C classes, with logp = log_softmax(x, dim=1) and only non-ignored positions i:
+    loss_i = (1 - eps) * (-w[y_i] logp[i, y_i]) + eps / C * (-sum_c w[c] logp[i, c])
+    'mean' = sum_i loss_i / sum_i w[y_i]       (the weighted count of non-ignored targets; NaN if none)
+For probability targets (floating, the logits' shape), t <- (1 - eps) t + eps / C,
+loss_i = -sum_c w[c] t[i, c] logp[i, c] and 'mean' divides by the number of samples.
+"""
+import warnings
+
+from ...autograd.function import Function
+from ...errors import DTypeError, OpIndexError, ShapeError
+from .activation import stable_sigmoid
+
+
+def _log_softmax(xp, x, axis):
+    shifted = x - x.max(axis=axis, keepdims=True)
+    shifted -= xp.log(xp.exp(shifted).sum(axis=axis, keepdims=True))
+    return shifted
+
+
+def _reduce(xp, loss, reduction, denom=None):
+    """(result array, scale factor for backward)."""
+    if reduction == "none":
+        return loss, None
+    total = loss.sum()
+    if reduction == "sum":
+        return xp.asarray(total, dtype=loss.dtype), 1.0
+    n = loss.size if denom is None else denom
+    if n == 0:
+        return xp.asarray(xp.nan, dtype=loss.dtype), 0.0
+    return xp.asarray(total / n, dtype=loss.dtype), 1.0 / n
+
+
+def _grad_scale(grad, reduction, factor):
+    """The per-element factor of d(result)/d(loss_i): grad itself for 'none', grad * factor otherwise."""
+    return grad if reduction == "none" else grad * factor
+
+
+def _check_weight(op, weight, C, dtype):
+    if weight is None:
+        return
+    if tuple(weight.shape) != (C,):
+        raise ShapeError(f"{op}: weight must have shape ({C},) (one entry per class), got {tuple(weight.shape)}")
+    if weight.dtype != dtype:
+        raise DTypeError(f"{op}: weight dtype {weight.dtype} differs from input dtype {dtype}")
+
+
+def _class_targets(op, x, target, weight, ignore_index):
+    """Validate (N, C, d...) inputs with (N, d...) integer class targets; returns the pieces the losses use.
+
+    Returns (x, target, safe, valid, w_t, C): ``x`` and ``target`` batched (an unbatched (C,) input
+    becomes (1, C)), ``safe`` = target with ignored entries set to 0 (usable as an index), ``valid`` the
+    non-ignored mask and ``w_t`` = weight[target] * valid in x's dtype.
+    """
+    xp = None
+    if x.ndim == 0:
+        raise ShapeError(f"{op}: input must have a class dimension, got a 0-d input")
+    if target.dtype.kind not in "iu":
+        raise DTypeError(f"{op}: expected integer class indices as target (int64), got {target.dtype} of "
+                         f"shape {tuple(target.shape)}" + (
+                             "; probability targets must have the input's shape "
+                             f"{tuple(x.shape)}" if target.dtype.kind == "f" and op == "cross_entropy" else ""))
+    if x.ndim == 1:
+        x, target = x[None], target[None] if target.ndim == 0 else target
+    expected = (x.shape[0],) + tuple(x.shape[2:])
+    if tuple(target.shape) != expected:
+        raise ShapeError(f"{op}: target shape {tuple(target.shape)} does not match input shape "
+                         f"{tuple(x.shape)} (expected target shape {expected})")
+    C = x.shape[1]
+    _check_weight(op, weight, C, x.dtype)
+    valid = target != ignore_index
+    bad = valid & ((target < 0) | (target >= C))
+    if bad.any():
+        value = int(target[bad].reshape(-1)[0])
+        raise OpIndexError(f"{op}: target {value} is out of bounds for {C} classes (input shape "
+                           f"{tuple(x.shape)}; valid targets are 0..{C - 1} or ignore_index={ignore_index})")
+    safe = target * valid  # ignored entries -> class 0 (any valid index; masked out below)
+    w_t = valid.astype(x.dtype) if weight is None else weight[safe] * valid
+    return x, target, safe, valid, w_t, C
+
+
+def _classes_shape(x):
+    return (1, x.shape[1]) + (1,) * (x.ndim - 2)
+
+
+class CrossEntropy(Function):
+    name = "cross_entropy"
+
+    @staticmethod
+    def forward(ctx, x, target, weight, ignore_index, reduction, label_smoothing):
+        xp = ctx.xp
+        ctx.x_shape, ctx.reduction, ctx.eps = x.shape, reduction, label_smoothing
+        if target.dtype.kind == "f" and tuple(target.shape) == tuple(x.shape):
+            return CrossEntropy._forward_probs(ctx, x, target, weight)
+        x, target, safe, valid, w_t, C = _class_targets("cross_entropy", x, target, weight, ignore_index)
+        eps = label_smoothing
+        logp = _log_softmax(xp, x, 1)
+        picked = xp.take_along_axis(logp, safe[:, None], axis=1)[:, 0]
+        loss = -(w_t * picked)
+        if eps > 0:
+            w_b = 1.0 if weight is None else weight.reshape(_classes_shape(x))
+            smooth = -(logp * w_b).sum(axis=1) * valid
+            loss = (1.0 - eps) * loss + (eps / C) * smooth
+        out, ctx.factor = _reduce(xp, loss, reduction, denom=w_t.sum())
+        ctx.probs = False
+        ctx.save_for_backward(logp, safe, valid, w_t, weight)
+        return out
+
+    @staticmethod
+    def _forward_probs(ctx, x, target, weight):
+        xp = ctx.xp
+        if x.ndim == 1:
+            x, target = x[None], target[None]
+        C = x.shape[1]
+        _check_weight("cross_entropy", weight, C, x.dtype)
+        eps = ctx.eps
+        t = target * (1.0 - eps) + eps / C if eps > 0 else target
+        wt = t if weight is None else t * weight.reshape(_classes_shape(x))
+        logp = _log_softmax(xp, x, 1)
+        loss = -(wt * logp).sum(axis=1)
+        out, ctx.factor = _reduce(xp, loss, ctx.reduction)
+        ctx.probs = True
+        ctx.save_for_backward(logp, wt, weight)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        xp, eps = ctx.xp, ctx.eps
+        scale = _grad_scale(grad, ctx.reduction, ctx.factor)
+        if ctx.reduction == "none" and len(ctx.x_shape) == 1:
+            scale = scale[None]
+        if ctx.probs:
+            logp, wt, weight = ctx.saved_tensors
+            p = xp.exp(logp)
+            s = scale[:, None] if ctx.reduction == "none" else scale
+            dx = (p * wt.sum(axis=1, keepdims=True) - wt) * s if ctx.needs_input_grad[0] else None
+            dt = None
+            if ctx.needs_input_grad[1]:
+                w_b = 1.0 if weight is None else weight.reshape(_classes_shape(logp))
+                dt = (-(1.0 - eps) * w_b * logp) * s
+                dt = dt.reshape(ctx.x_shape)
+            return (None if dx is None else dx.reshape(ctx.x_shape)), dt, None, None, None, None
+        logp, safe, valid, w_t, weight = ctx.saved_tensors
+        C = logp.shape[1]
+        p = xp.exp(logp)
+        onehot = xp.arange(C).reshape(_classes_shape(logp)) == safe[:, None]
+        a = ((1.0 - eps) * w_t * scale)[:, None]               # nll part: a (p - onehot)
+        dx = (p - onehot) * a
+        if eps > 0:                                            # smoothing part: b (sum(w) p - w)
+            b = ((eps / C) * valid * scale)[:, None]
+            if weight is None:
+                dx += (C * p - 1.0) * b
+            else:
+                dx += (weight.sum() * p - weight.reshape(_classes_shape(logp))) * b
+        return dx.reshape(ctx.x_shape), None, None, None, None, None
+
+
+class NllLoss(Function):
+    """loss_i = -w[y_i] * input[i, y_i] for log-probability inputs (N, C, d...)."""
+    name = "nll_loss"
+
+    @staticmethod
+    def forward(ctx, x, target, weight, ignore_index, reduction):
+        xp = ctx.xp
+        ctx.x_shape, ctx.reduction = x.shape, reduction
+        x, target, safe, valid, w_t, C = _class_targets("nll_loss", x, target, weight, ignore_index)
+        picked = xp.take_along_axis(x, safe[:, None], axis=1)[:, 0]
+        out, ctx.factor = _reduce(xp, -(w_t * picked), reduction, denom=w_t.sum())
+        ctx.C = C
+        ctx.save_for_backward(safe, w_t)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        xp = ctx.xp
+        safe, w_t = ctx.saved_tensors
+        scale = _grad_scale(grad, ctx.reduction, ctx.factor)
+        if ctx.reduction == "none" and len(ctx.x_shape) == 1:
+            scale = scale[None]
+        onehot = xp.arange(ctx.C).reshape((1, ctx.C) + (1,) * (safe.ndim - 1)) == safe[:, None]
+        dx = onehot * (-(w_t * scale))[:, None]
+        return dx.reshape(ctx.x_shape), None, None, None, None
+
+
+def _check_broadcast(op, xp, a, b):
+    try:
+        shape = xp.broadcast_shapes(a.shape, b.shape)
+    except ValueError:
+        raise ShapeError(f"{op}: input shape {tuple(a.shape)} and target shape {tuple(b.shape)} cannot be "
+                         f"broadcast together") from None
+    if tuple(a.shape) != tuple(b.shape):
+        warnings.warn(f"{op}: using a target size {tuple(b.shape)} that is different to the input size "
+                      f"{tuple(a.shape)}; they will be broadcast to {tuple(shape)}, which is likely not "
+                      f"what you want", UserWarning, stacklevel=5)
+
+
+class MseLoss(Function):
+    name = "mse_loss"
+
+    @staticmethod
+    def forward(ctx, a, b, reduction):
+        xp = ctx.xp
+        _check_broadcast("mse_loss", xp, a, b)
+        if a.dtype != b.dtype:
+            raise DTypeError(f"mse_loss: input dtype {a.dtype} differs from target dtype {b.dtype}")
+        d = a - b
+        out, ctx.factor = _reduce(xp, d * d, reduction)
+        ctx.reduction = reduction
+        ctx.save_for_backward(d)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        d, = ctx.saved_tensors
+        g = d * (2.0 * _grad_scale(grad, ctx.reduction, ctx.factor))
+        return g, (-g if ctx.needs_input_grad[1] else None), None
+
+
+class BinaryCrossEntropyWithLogits(Function):
+    """loss = (1 - t) x + lw * softplus(-x), lw = 1 + (pos_weight - 1) t, all times weight.
+
+    softplus(-x) = log1p(exp(-|x|)) + max(-x, 0) never overflows, so huge logits give finite losses.
+    """
+    name = "binary_cross_entropy_with_logits"
+
+    @staticmethod
+    def forward(ctx, x, t, weight, pos_weight, reduction):
+        xp = ctx.xp
+        op = "binary_cross_entropy_with_logits"
+        if tuple(t.shape) != tuple(x.shape):
+            raise ShapeError(f"{op}: target size {tuple(t.shape)} must be the same as input size "
+                             f"{tuple(x.shape)}")
+        for label, arr in (("target", t), ("weight", weight), ("pos_weight", pos_weight)):
+            if arr is not None and arr.dtype != x.dtype:
+                raise DTypeError(f"{op}: {label} dtype {arr.dtype} differs from input dtype {x.dtype}")
+        sp = xp.log1p(xp.exp(-xp.abs(x))) + xp.maximum(-x, 0)
+        lw = None if pos_weight is None else 1.0 + (pos_weight - 1.0) * t
+        raw = (1.0 - t) * x + (sp if lw is None else lw * sp)
+        loss = raw if weight is None else raw * weight
+        out, ctx.factor = _reduce(xp, loss, reduction)
+        ctx.reduction = reduction
+        ctx.save_for_backward(x, t, weight, pos_weight, sp, raw)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        xp = ctx.xp
+        x, t, weight, pos_weight, sp, raw = ctx.saved_tensors
+        need_x, need_t, need_w, need_pw, _ = ctx.needs_input_grad
+        s = _grad_scale(grad, ctx.reduction, ctx.factor)
+        sw = s if weight is None else s * weight
+        dx = dt = dw = dpw = None
+        if need_x:  # d/dx = (1 - t) - lw * sigmoid(-x)
+            sig_neg = stable_sigmoid(xp, -x)
+            lw = 1.0 if pos_weight is None else 1.0 + (pos_weight - 1.0) * t
+            dx = ((1.0 - t) - lw * sig_neg) * sw
+        if need_t:  # d/dt = -x + (pos_weight - 1) softplus(-x)
+            dt = (-x if pos_weight is None else (pos_weight - 1.0) * sp - x) * sw
+        if need_w:
+            dw = raw * s
+        if need_pw:
+            dpw = t * sp * sw
+        return dx, dt, dw, dpw, None

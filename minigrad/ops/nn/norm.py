@@ -1,0 +1,128 @@
+"""layer_norm and batch_norm: normalise with the biased variance, scale, shift; fused backward.
+
+For x_hat = (x - mean) * rstd over M elements, the gradient of the normalisation is
+    dx = rstd * (dx_hat - mean(dx_hat) - x_hat * mean(dx_hat * x_hat))
+with dx_hat = g * weight. layer_norm reduces over the trailing ``normalized_shape`` dims, batch_norm
+(training) over every dim except the channel dim 1. In eval mode batch_norm uses the running statistics,
+which are constants: dx = g * weight * rstd.
+"""
+from ...autograd.function import Function
+from ...errors import ArgumentError, DTypeError, ShapeError
+
+
+def _norm_backward(xp, g_hat, x_hat, rstd, axes):
+    """dx for x_hat = (x - mean(x)) * rstd, both statistics taken over ``axes``."""
+    m1 = g_hat.mean(axis=axes, keepdims=True)
+    m2 = (g_hat * x_hat).mean(axis=axes, keepdims=True)
+    return rstd * (g_hat - m1 - x_hat * m2)
+
+
+class LayerNorm(Function):
+    name = "layer_norm"
+
+    @staticmethod
+    def forward(ctx, x, normalized_shape, weight, bias, eps):
+        xp = ctx.xp
+        ns = tuple(normalized_shape)
+        k = len(ns)
+        if k == 0 or x.ndim < k or tuple(x.shape[x.ndim - k:]) != ns:
+            raise ShapeError(f"layer_norm: normalized_shape {ns} does not match the trailing dims of input "
+                             f"shape {tuple(x.shape)} (expected input of shape (*, {', '.join(map(str, ns))}))")
+        for label, p in (("weight", weight), ("bias", bias)):
+            if p is not None and tuple(p.shape) != ns:
+                raise ShapeError(f"layer_norm: {label} shape {tuple(p.shape)} must equal normalized_shape {ns}")
+            if p is not None and p.dtype != x.dtype:
+                raise DTypeError(f"layer_norm: {label} dtype {p.dtype} differs from input dtype {x.dtype}")
+        axes = tuple(range(x.ndim - k, x.ndim))
+        mean = x.mean(axis=axes, keepdims=True)
+        xc = x - mean
+        var = (xc * xc).mean(axis=axes, keepdims=True)
+        rstd = 1.0 / xp.sqrt(var + eps)
+        x_hat = xc * rstd
+        ctx.axes = axes
+        ctx.save_for_backward(x_hat, rstd, weight)
+        out = x_hat * weight if weight is not None else x_hat.copy()
+        if bias is not None:
+            out += bias
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        x_hat, rstd, weight = ctx.saved_tensors
+        axes = ctx.axes
+        need_x, _, need_w, need_b, _ = ctx.needs_input_grad
+        lead = tuple(range(grad.ndim - len(axes)))
+        dx = dw = db = None
+        if need_x:
+            g_hat = grad * weight if weight is not None else grad
+            dx = _norm_backward(ctx.xp, g_hat, x_hat, rstd, axes)
+        if need_w:
+            dw = (grad * x_hat).sum(axis=lead)
+        if need_b:
+            db = grad.sum(axis=lead)
+        return dx, None, dw, db, None
+
+
+class BatchNorm(Function):
+    name = "batch_norm"
+
+    @staticmethod
+    def forward(ctx, x, running_mean, running_var, weight, bias, training, momentum, eps):
+        xp = ctx.xp
+        if x.ndim < 2:
+            raise ShapeError(f"batch_norm: expected an input of shape (N, C) or (N, C, *), got shape "
+                             f"{tuple(x.shape)}")
+        C = x.shape[1]
+        for label, p in (("running_mean", running_mean), ("running_var", running_var),
+                         ("weight", weight), ("bias", bias)):
+            if p is not None and tuple(p.shape) != (C,):
+                raise ShapeError(f"batch_norm: {label} shape {tuple(p.shape)} does not match the {C} "
+                                 f"channels of input shape {tuple(x.shape)}")
+        if not training and (running_mean is None or running_var is None):
+            raise ArgumentError("batch_norm: running_mean and running_var must be given in eval mode "
+                                "(training=False)")
+        axes = (0,) + tuple(range(2, x.ndim))
+        bshape = (1, C) + (1,) * (x.ndim - 2)
+        ctx.axes, ctx.training = axes, training
+        if training:
+            m = x.size // C
+            if m <= 1:
+                raise ShapeError(f"batch_norm: expected more than 1 value per channel when training, got "
+                                 f"input shape {tuple(x.shape)}")
+            mean = x.mean(axis=axes, keepdims=True)
+            xc = x - mean
+            var = (xc * xc).mean(axis=axes, keepdims=True)           # biased: used to normalise
+            if running_mean is not None:                             # in place, as PyTorch's buffers
+                running_mean *= 1.0 - momentum
+                running_mean += momentum * mean.reshape(C).astype(running_mean.dtype)
+            if running_var is not None:                              # unbiased: tracked for eval
+                running_var *= 1.0 - momentum
+                running_var += (momentum * m / (m - 1)) * var.reshape(C).astype(running_var.dtype)
+        else:
+            xc = x - running_mean.reshape(bshape).astype(x.dtype, copy=False)
+            var = running_var.reshape(bshape).astype(x.dtype, copy=False)
+        rstd = 1.0 / xp.sqrt(var + eps)
+        x_hat = xc * rstd
+        w = None if weight is None else weight.reshape(bshape)
+        ctx.save_for_backward(x_hat, rstd, weight)
+        out = x_hat * w if w is not None else x_hat.copy()
+        if bias is not None:
+            out += bias.reshape(bshape)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        x_hat, rstd, weight = ctx.saved_tensors
+        axes = ctx.axes
+        need_x, need_w, need_b = ctx.needs_input_grad[0], ctx.needs_input_grad[3], ctx.needs_input_grad[4]
+        C = grad.shape[1]
+        bshape = (1, C) + (1,) * (grad.ndim - 2)
+        dx = dw = db = None
+        if need_x:
+            g_hat = grad * weight.reshape(bshape) if weight is not None else grad
+            dx = _norm_backward(ctx.xp, g_hat, x_hat, rstd, axes) if ctx.training else g_hat * rstd
+        if need_w:
+            dw = (grad * x_hat).sum(axis=axes)
+        if need_b:
+            db = grad.sum(axis=axes)
+        return dx, None, None, dw, db, None, None, None

@@ -1,0 +1,217 @@
+"""Pooling: max_pool{1,2}d, avg_pool{1,2}d (strided window views, any overlap) and adaptive_avg_pool2d.
+
+Windows are a strided view of the padded input (N, C, *out, *k). Backward walks the kernel offsets: for one
+offset, the input positions it touched are a strided slice with no repeats, so ``dx[slice] += g`` is exact
+even when windows overlap (they accumulate across offsets).
+"""
+import itertools
+
+from ...autograd.function import Function
+from ...errors import ArgumentError, ShapeError
+from ._util import kernel_slices, ntuple, windows
+
+
+def pool_geometry(op, spatial, kernel, stride, pads, dilation, ceil_mode):
+    """Output sizes and the extra right padding that ceil_mode needs (PyTorch's pooling_output_shape)."""
+    out, extra = [], []
+    for n, k, s, p, d in zip(spatial, kernel, stride, pads, dilation):
+        if p > k // 2:
+            raise ArgumentError(f"{op}: padding {p} should be at most half of the kernel size {k}")
+        span = n + 2 * p - d * (k - 1) - 1
+        o = (span + (s - 1 if ceil_mode else 0)) // s + 1
+        if ceil_mode and (o - 1) * s >= n + p:  # the last window must start inside the input or left pad
+            o -= 1
+        if o < 1 or span < 0:
+            raise ShapeError(f"{op}: input spatial size {tuple(spatial)} with padding {tuple(pads)} is too "
+                             f"small for kernel size {tuple(kernel)} (dilation {tuple(dilation)})")
+        out.append(o)
+        extra.append(max(0, (o - 1) * s + d * (k - 1) + 1 - (n + 2 * p)))
+    return tuple(out), tuple(extra)
+
+
+def _pad(xp, x, pads, extra, value):
+    if not any(pads) and not any(extra):
+        return x
+    widths = ((0, 0), (0, 0)) + tuple((p, p + e) for p, e in zip(pads, extra))
+    return xp.pad(x, widths, constant_values=value)
+
+
+def _batched(ctx, x, nd):
+    ctx.unbatched = x.ndim == nd + 1
+    if x.ndim not in (nd + 1, nd + 2):
+        raise ShapeError(f"{ctx.name}: expected a {nd + 2}-D (N, C, ...) or {nd + 1}-D (C, ...) input, "
+                         f"got shape {tuple(x.shape)}")
+    return x[None] if ctx.unbatched else x
+
+
+def _col2im(ctx, xp, shape, dtype, contributions):
+    """Sum contributions(offset) -> (N, C, *out) into a zero (padded) input and crop the padding."""
+    N, C = shape[:2]
+    spatial = shape[2:]
+    padded = tuple(n + 2 * p + e for n, p, e in zip(spatial, ctx.pads, ctx.extra))
+    dxp = xp.zeros((N, C) + padded, dtype=dtype)
+    for offs in itertools.product(*(range(k) for k in ctx.kernel)):
+        sl = kernel_slices(offs, ctx.out, ctx.stride, ctx.dilation)
+        dxp[(slice(None), slice(None)) + sl] += contributions(offs)
+    dx = dxp[(slice(None), slice(None)) + tuple(slice(p, p + n) for n, p in zip(spatial, ctx.pads))]
+    return dx[0] if ctx.unbatched else dx
+
+
+class _MaxPoolNd(Function):
+    nd = 0
+
+    @staticmethod
+    def forward(ctx, x, kernel, stride, pads, dilation, ceil_mode, indices_sink):
+        xp, nd = ctx.xp, ctx.nd
+        x4 = _batched(ctx, x, nd)
+        ctx.out, ctx.extra = pool_geometry(ctx.name, x4.shape[2:], kernel, stride, pads, dilation, ceil_mode)
+        ctx.kernel, ctx.stride, ctx.pads, ctx.dilation = kernel, stride, pads, dilation
+        low = -xp.inf if x.dtype.kind == "f" else xp.iinfo(x.dtype).min
+        win = windows(xp, _pad(xp, x4, pads, ctx.extra, low), kernel, stride, dilation)
+        win = win.reshape(win.shape[:2 + nd] + (-1,))           # (N, C, *out, K): one gather copy
+        arg = win.argmax(axis=-1)                               # first maximum (NaN wins, as in PyTorch)
+        out = xp.take_along_axis(win, arg[..., None], axis=-1)[..., 0]
+        ctx.arg = arg
+        ctx.in_shape, ctx.dtype = x4.shape, x.dtype
+        if indices_sink is not None:  # flat index into each input plane, as PyTorch's return_indices
+            flat = 0
+            for dim in range(nd):
+                k_dim = (arg // _prod(kernel[dim + 1:])) % kernel[dim]
+                pos = xp.arange(ctx.out[dim]).reshape((-1,) + (1,) * (nd - 1 - dim)) * stride[dim]
+                coord = pos + k_dim * dilation[dim] - pads[dim]
+                flat = flat * x4.shape[2 + dim] + coord
+            flat = flat.astype("int64")
+            indices_sink.append(flat[0] if ctx.unbatched else flat)
+        return out[0] if ctx.unbatched else out
+
+    @staticmethod
+    def backward(ctx, grad):
+        xp, arg, kernel = ctx.xp, ctx.arg, ctx.kernel
+        g = grad[None] if ctx.unbatched else grad
+
+        def contribution(offs):
+            k = 0
+            for o, n in zip(offs, kernel):
+                k = k * n + o
+            return g * (arg == k)
+
+        return (_col2im(ctx, xp, ctx.in_shape, ctx.dtype, contribution),) + (None,) * 6
+
+
+class MaxPool1d(_MaxPoolNd):
+    name = "max_pool1d"
+    nd = 1
+
+
+class MaxPool2d(_MaxPoolNd):
+    name = "max_pool2d"
+    nd = 2
+
+
+def _prod(xs):
+    n = 1
+    for v in xs:
+        n *= v
+    return n
+
+
+class _AvgPoolNd(Function):
+    nd = 0
+
+    @staticmethod
+    def forward(ctx, x, kernel, stride, pads, ceil_mode, count_include_pad, divisor_override):
+        xp, nd = ctx.xp, ctx.nd
+        x4 = _batched(ctx, x, nd)
+        dilation = (1,) * nd
+        spatial = x4.shape[2:]
+        ctx.out, ctx.extra = pool_geometry(ctx.name, spatial, kernel, stride, pads, dilation, ceil_mode)
+        ctx.kernel, ctx.stride, ctx.pads, ctx.dilation = kernel, stride, pads, dilation
+        ctx.in_shape, ctx.dtype = x4.shape, x.dtype
+        win = windows(xp, _pad(xp, x4, pads, ctx.extra, 0), kernel, stride, dilation)
+        total = win.sum(axis=tuple(range(2 + nd, 2 + 2 * nd)))
+        if divisor_override is not None:
+            div = float(divisor_override)
+        elif count_include_pad and not any(ctx.extra):
+            div = float(_prod(kernel))
+        else:  # PyTorch: the window clipped to [-p, n + p) (or to [0, n) without count_include_pad)
+            div = 1.0
+            for dim, (n, k, s, p) in enumerate(zip(spatial, kernel, stride, pads)):
+                start = xp.arange(ctx.out[dim]) * s - p
+                end = xp.minimum(start + k, n + p)
+                if not count_include_pad:
+                    start, end = xp.maximum(start, 0), xp.minimum(end, n)
+                div = div * (end - start).reshape((-1,) + (1,) * (nd - 1 - dim))
+            div = div.astype(x.dtype)
+        ctx.div = div
+        out = total / div
+        return out[0] if ctx.unbatched else out
+
+    @staticmethod
+    def backward(ctx, grad):
+        g = (grad[None] if ctx.unbatched else grad) / ctx.div
+        return (_col2im(ctx, ctx.xp, ctx.in_shape, ctx.dtype, lambda offs: g),) + (None,) * 6
+
+
+class AvgPool1d(_AvgPoolNd):
+    name = "avg_pool1d"
+    nd = 1
+
+
+class AvgPool2d(_AvgPoolNd):
+    name = "avg_pool2d"
+    nd = 2
+
+
+def _adaptive_matrix(xp, n_in, n_out, dtype):
+    """(n_out, n_in) averaging matrix: row i averages [floor(i n/o), ceil((i+1) n/o)) as PyTorch."""
+    import numpy as np
+    m = np.zeros((n_out, n_in))
+    for i in range(n_out):
+        start = (i * n_in) // n_out
+        end = -((-(i + 1) * n_in) // n_out)
+        m[i, start:end] = 1.0 / (end - start)
+    return xp.asarray(m.astype(dtype))
+
+
+class AdaptiveAvgPool2d(Function):
+    """Each output is the mean of a rectangle, so out = A_h @ x @ A_w^T with two averaging matrices;
+    exact for any input/output sizes (windows may overlap when the sizes do not divide)."""
+    name = "adaptive_avg_pool2d"
+
+    @staticmethod
+    def forward(ctx, x, output_size):
+        xp = ctx.xp
+        if x.ndim not in (3, 4):
+            raise ShapeError(f"adaptive_avg_pool2d: expected a 4-D (N, C, H, W) or 3-D (C, H, W) input, "
+                             f"got shape {tuple(x.shape)}")
+        H, W = x.shape[-2:]
+        oh = H if output_size[0] is None else output_size[0]
+        ow = W if output_size[1] is None else output_size[1]
+        if H < 1 or W < 1:
+            raise ShapeError(f"adaptive_avg_pool2d: input spatial size ({H}, {W}) must be non-empty")
+        ctx.ah = _adaptive_matrix(xp, H, oh, x.dtype)
+        ctx.aw = _adaptive_matrix(xp, W, ow, x.dtype)
+        return ctx.ah @ (x @ ctx.aw.T)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return ctx.ah.T @ (grad @ ctx.aw), None
+
+
+def pool_args(op, nd, kernel_size, stride, padding, dilation=1):
+    kernel = ntuple(op, "kernel_size", kernel_size, nd, 1)
+    stride = kernel if stride is None or (isinstance(stride, (tuple, list)) and len(stride) == 0) \
+        else ntuple(op, "stride", stride, nd, 1)
+    return kernel, stride, ntuple(op, "padding", padding, nd, 0), ntuple(op, "dilation", dilation, nd, 1)
+
+
+def adaptive_size(op, output_size):
+    if isinstance(output_size, (tuple, list)):
+        sizes = tuple(output_size)
+    else:
+        sizes = (output_size, output_size)
+    if len(sizes) != 2 or not all(s is None or (isinstance(s, int) and not isinstance(s, bool) and s >= 1)
+                                  for s in sizes):
+        raise ArgumentError(f"{op}: output_size must be a positive int or a pair of positive ints/None, "
+                            f"got {output_size!r}")
+    return sizes
