@@ -284,3 +284,23 @@ def load_assignment(key: str, extra=None) -> Assignment:
 def assignment_key_from_filename(path: str | Path) -> str | None:
     m = re.match(r"^(a\d+)(?:[_\-.]|$)", Path(path).stem)
     return m.group(1) if m else None
+
+
+class Namespace:
+    """The student's definitions, seen by observe functions as attributes (``ns.square``).
+
+    A missing name raises an AttributeError that says so in words a student can act on."""
+
+    def __init__(self, mapping: dict, where: str = "your notebook"):
+        object.__setattr__(self, "_mapping", mapping)
+        object.__setattr__(self, "_where", where)
+
+    def __getattr__(self, name: str):
+        try:
+            return self._mapping[name]
+        except KeyError:
+            raise AttributeError(f"{self._where} does not define `{name}` (check the spelling, and that "
+                                 f"its cell ran without errors)") from None
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._mapping

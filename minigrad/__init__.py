@@ -13,7 +13,7 @@ from .backend.dtypes import (DType, bool_ as bool, double, float, float16, float
 from .errors import OutOfMemoryError
 from .tensor import Tensor, tensor
 from . import _methods  # noqa: F401  (binds ops onto Tensor)
-from . import autograd
+from . import autograd, cuda
 from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .creation import (arange, as_tensor, empty, empty_like, eye, from_numpy, full, full_like, linspace, ones,
                        ones_like, rand, rand_like, randint, randn, randn_like, randperm, zeros, zeros_like)

@@ -87,6 +87,7 @@ class Function:
             raise AutogradError(f"{cls.name}: apply() needs at least one Tensor argument")
         be = device.backend or get_backend(device)
         ctx.xp = be.xp
+        ctx.fused = be.fused
         ctx.device = device
         ctx._saved = ()
         track = requires and _grad.enabled

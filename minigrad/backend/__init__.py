@@ -15,6 +15,7 @@ class ArrayBackend:
     """How one device computes: its array module, allocation and host transfers."""
 
     allocator = None  # object with .empty(shape, np_dtype) and .adopt(array); installed by minigrad.memory
+    fused = None      # module of fused kernels (CuPy only): ops use it when set, plain array maths otherwise
 
     def __init__(self, dev, xp):
         self.device = dev
@@ -48,6 +49,7 @@ def _cpu_backend(dev):
 
 
 register_backend("cpu", _cpu_backend)
+from . import cuda as _cuda  # noqa: E402,F401  (registers the 'cuda' device type; imports no CuPy yet)
 
 
 def empty(shape, dtype, dev=CPU):

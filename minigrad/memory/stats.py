@@ -53,33 +53,33 @@ def summary(allocator):
     """A table like ``torch.cuda.memory_summary()``: rows per metric and pool, columns per amount."""
     stats = memory_stats(allocator)
     width = 79
+
+    def row(label, cells=()):
+        return ("| " + label.ljust(26) + "".join(str(c).rjust(12) for c in cells)).ljust(width - 1) + "|"
+
     rule, heavy = "|" + "-" * (width - 2) + "|", "|" + "=" * (width - 2) + "|"
     limit = allocator.memory_limit
     lines = [heavy,
              "|" + f" minigrad memory summary, device {allocator.device_name} ".center(width - 2) + "|",
              rule,
-             "|" + (f" OOMs: {allocator.num_ooms}    alloc retries: {allocator.num_alloc_retries}    "
-                    f"limit: {'none' if limit is None else format_bytes(limit)}    "
-                    f"fragmentation: {allocator.fragmentation():.2f}").ljust(width - 2) + "|",
+             (f"| OOMs: {allocator.num_ooms}    alloc retries: {allocator.num_alloc_retries}    "
+              f"limit: {'none' if limit is None else format_bytes(limit)}    "
+              f"fragmentation: {allocator.fragmentation():.2f}").ljust(width - 1) + "|",
              heavy,
-             "| " + "Metric".ljust(24) + "".join(h.rjust(12) for h in
-                                                  ("Cur Usage", "Peak Usage", "Tot Alloc", "Tot Freed"))
-             + "  |",
+             row("Metric", ("Cur Usage", "Peak Usage", "Tot Alloc", "Tot Freed")),
              rule]
-    rows = [("Allocated memory", "allocated_bytes", True), ("Requested memory", "requested_bytes", True),
-            ("Reserved memory", "reserved_bytes", True), ("Allocations", "allocation", False),
-            ("Reserved segments", "segment", False)]
-    for title, key, is_bytes in rows:
-        for scope, label in (("all", title), ("large_pool", "    from large pool"),
-                             ("small_pool", "    from small pool")):
+    metrics = [("Allocated memory", "allocated_bytes", True), ("Requested memory", "requested_bytes", True),
+               ("Reserved memory", "reserved_bytes", True), ("Allocations", "allocation", False),
+               ("Reserved segments", "segment", False)]
+    pools = (("all", None), ("large_pool", "    from large pool"), ("small_pool", "    from small pool"))
+    for title, key, is_bytes in metrics:
+        for scope, label in pools:
             cells = [stats[f"{key}.{scope}.{a}"] for a in _AMOUNTS]
-            cells = [format_bytes(c) if is_bytes else str(c) for c in cells]
-            lines.append("| " + label.ljust(24) + "".join(c.rjust(12) for c in cells) + "  |")
+            lines.append(row(label or title, [format_bytes(c) if is_bytes else c for c in cells]))
         lines.append(rule)
-    for scope, label in (("all", "Non-releasable memory"), ("large_pool", "    from large pool"),
-                         ("small_pool", "    from small pool")):
-        nbytes, count = stats[f"inactive_split_bytes.{scope}.current"], stats[f"inactive_split.{scope}.current"]
-        lines.append("| " + label.ljust(24) + format_bytes(nbytes).rjust(12)
-                     + f"{count} blocks".rjust(12) + " " * 26 + "|")
+    for scope, label in pools:
+        nbytes = stats[f"inactive_split_bytes.{scope}.current"]
+        count = stats[f"inactive_split.{scope}.current"]
+        lines.append(row(label or "Non-releasable memory", [format_bytes(nbytes), f"{count} blocks"]))
     lines.append(heavy)
     return "\n".join(lines)

@@ -54,7 +54,6 @@ def _class_targets(op, x, target, weight, ignore_index):
     becomes (1, C)), ``safe`` = target with ignored entries set to 0 (usable as an index), ``valid`` the
     non-ignored mask and ``w_t`` = weight[target] * valid in x's dtype.
     """
-    xp = None
     if x.ndim == 0:
         raise ShapeError(f"{op}: input must have a class dimension, got a 0-d input")
     if target.dtype.kind not in "iu":
@@ -106,7 +105,7 @@ class CrossEntropy(Function):
         out, ctx.factor = _reduce(xp, loss, reduction, denom=w_t.sum())
         ctx.probs = False
         ctx.save_for_backward(logp, safe, valid, w_t, weight)
-        return out
+        return out[0] if reduction == "none" and len(ctx.x_shape) == 1 else out
 
     @staticmethod
     def _forward_probs(ctx, x, target, weight):
@@ -123,7 +122,7 @@ class CrossEntropy(Function):
         out, ctx.factor = _reduce(xp, loss, ctx.reduction)
         ctx.probs = True
         ctx.save_for_backward(logp, wt, weight)
-        return out
+        return out[0] if ctx.reduction == "none" and len(ctx.x_shape) == 1 else out
 
     @staticmethod
     def backward(ctx, grad):
@@ -170,7 +169,7 @@ class NllLoss(Function):
         out, ctx.factor = _reduce(xp, -(w_t * picked), reduction, denom=w_t.sum())
         ctx.C = C
         ctx.save_for_backward(safe, w_t)
-        return out
+        return out[0] if reduction == "none" and len(ctx.x_shape) == 1 else out
 
     @staticmethod
     def backward(ctx, grad):
@@ -240,7 +239,7 @@ class BinaryCrossEntropyWithLogits(Function):
         raw = (1.0 - t) * x + (sp if lw is None else lw * sp)
         loss = raw if weight is None else raw * weight
         out, ctx.factor = _reduce(xp, loss, reduction)
-        ctx.reduction = reduction
+        ctx.reduction, ctx.loss_shape = reduction, loss.shape
         ctx.save_for_backward(x, t, weight, pos_weight, sp, raw)
         return out
 
@@ -259,7 +258,7 @@ class BinaryCrossEntropyWithLogits(Function):
         if need_t:  # d/dt = -x + (pos_weight - 1) softplus(-x)
             dt = (-x if pos_weight is None else (pos_weight - 1.0) * sp - x) * sw
         if need_w:
-            dw = raw * s
+            dw = xp.broadcast_to(raw * s, ctx.loss_shape)
         if need_pw:
-            dpw = t * sp * sw
+            dpw = xp.broadcast_to(t * sp * sw, ctx.loss_shape)
         return dx, dt, dw, dpw, None

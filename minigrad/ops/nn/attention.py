@@ -1,0 +1,99 @@
+"""scaled_dot_product_attention as one Function: softmax(q k^T * scale + mask) @ v, fused backward.
+
+Masks follow PyTorch: a bool mask keeps the positions where it is True; a float mask is added to the scores;
+``is_causal`` keeps the lower triangle of the (L, S) score matrix (top-left aligned).
+
+Fully masked rows: PyTorch returns NaN there (0/0 in the softmax). minigrad returns zeros instead: such a
+row attends to nothing, its output row is 0 and no gradient flows through it. This avoids NaNs poisoning a
+whole batch through padding-only rows (e.g. an empty sequence in a padded batch).
+"""
+import math
+
+from ...autograd.function import Function
+from ...errors import ArgumentError, DTypeError, ShapeError
+from ...random import host_rng
+
+
+class ScaledDotProductAttention(Function):
+    name = "scaled_dot_product_attention"
+
+    @staticmethod
+    def forward(ctx, q, k, v, attn_mask, dropout_p, is_causal, scale, generator):
+        xp = ctx.xp
+        op = "scaled_dot_product_attention"
+        if q.ndim < 2 or k.ndim < 2 or v.ndim < 2:
+            raise ShapeError(f"{op}: query, key and value must be at least 2-D (..., L, E), got shapes "
+                             f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
+        if q.shape[-1] != k.shape[-1]:
+            raise ShapeError(f"{op}: query has embedding size {q.shape[-1]} but key has {k.shape[-1]} "
+                             f"(shapes {tuple(q.shape)} and {tuple(k.shape)})")
+        if k.shape[-2] != v.shape[-2]:
+            raise ShapeError(f"{op}: key has {k.shape[-2]} positions but value has {v.shape[-2]} "
+                             f"(shapes {tuple(k.shape)} and {tuple(v.shape)})")
+        if not (q.dtype == k.dtype == v.dtype):
+            raise DTypeError(f"{op}: query, key and value must share a dtype, got {q.dtype}, {k.dtype}, "
+                             f"{v.dtype}")
+        try:
+            batch = xp.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+        except ValueError:
+            raise ShapeError(f"{op}: batch dims of query {tuple(q.shape)}, key {tuple(k.shape)} and value "
+                             f"{tuple(v.shape)} cannot be broadcast together") from None
+        L, S = q.shape[-2], k.shape[-2]
+        scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+        scores = (q @ k.swapaxes(-1, -2)) * scale                   # (..., L, S)
+        keep = None
+        if is_causal:
+            if attn_mask is not None:
+                raise ArgumentError(f"{op}: pass either attn_mask or is_causal=True, not both")
+            keep = xp.tril(xp.ones((L, S), dtype=bool))
+        elif attn_mask is not None:
+            try:
+                full = xp.broadcast_shapes(attn_mask.shape, batch + (L, S))
+            except ValueError:
+                full = None
+            if full is None or full[-2:] != (L, S):
+                raise ShapeError(f"{op}: attn_mask shape {tuple(attn_mask.shape)} cannot be broadcast to the "
+                                 f"attention scores shape {tuple(batch) + (L, S)}")
+            if attn_mask.dtype.kind == "b":
+                keep = attn_mask
+            elif attn_mask.dtype == q.dtype:
+                scores = scores + attn_mask
+            else:
+                raise DTypeError(f"{op}: attn_mask must be bool or have the query's dtype {q.dtype}, got "
+                                 f"{attn_mask.dtype}")
+        if keep is not None:
+            scores = xp.where(keep, scores, -xp.inf)
+        m = scores.max(axis=-1, keepdims=True)
+        m = xp.where(xp.isfinite(m), m, 0)                          # fully masked row: exp(-inf) = 0
+        e = xp.exp(scores - m)
+        z = e.sum(axis=-1, keepdims=True)
+        p = e / xp.where(z > 0, z, 1)                               # ... and its probabilities stay 0
+        drop = None
+        if dropout_p > 0:
+            u = host_rng(generator).random(p.shape, dtype="float32" if p.dtype.itemsize <= 4 else "float64")
+            drop = xp.asarray(u >= dropout_p).astype(p.dtype) * (1.0 / (1.0 - dropout_p)) \
+                if dropout_p < 1 else xp.zeros_like(p)
+        pd = p if drop is None else p * drop
+        ctx.scale = scale
+        ctx.save_for_backward(q, k, v, p, drop)
+        return pd @ v
+
+    @staticmethod
+    def backward(ctx, grad):
+        q, k, v, p, drop = ctx.saved_tensors
+        need_q, need_k, need_v, need_mask = ctx.needs_input_grad[:4]
+        pd = p if drop is None else p * drop
+        dv = pd.swapaxes(-1, -2) @ grad if need_v else None
+        dq = dk = dmask = None
+        if need_q or need_k or need_mask:
+            dp = grad @ v.swapaxes(-1, -2)
+            if drop is not None:
+                dp *= drop
+            ds = p * (dp - (dp * p).sum(axis=-1, keepdims=True))  # softmax backward
+            if need_mask:
+                dmask = ds
+            if need_q:
+                dq = (ds @ k) * ctx.scale
+            if need_k:
+                dk = (ds.swapaxes(-1, -2) @ q) * ctx.scale
+        return dq, dk, dv, dmask, None, None, None, None
