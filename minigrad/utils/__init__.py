@@ -1,4 +1,5 @@
-"""Utilities that build on the core: ``minigrad.utils.data`` (datasets, samplers, DataLoader)."""
-from . import data
+"""Utilities that build on the core: ``minigrad.utils.data`` (datasets, samplers, DataLoader) and
+``minigrad.utils.graph`` (trace and draw the autograd graph)."""
+from . import data, graph
 
-__all__ = ["data"]
+__all__ = ["data", "graph"]

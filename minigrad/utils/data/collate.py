@@ -148,10 +148,7 @@ def convert_arrays(data):
 
 
 def _as_tensor(array):
-    from_numpy = getattr(mg, "from_numpy", None)
-    if from_numpy is not None and array.flags.writeable:
-        return from_numpy(array)
-    return mg.tensor(array)
+    return mg.tensor(array)  # keeps the array's dtype
 
 
 def from_transport(obj):
@@ -174,7 +171,7 @@ def to_transport(obj):
     to the main process as a plain NumPy array."""
     if isinstance(obj, mg.Tensor):
         host = _tensor_on_host(obj)
-        return TensorData(host if host is not None else obj.numpy())
+        return TensorData(host if host is not None else obj.detach().cpu().numpy())
     if isinstance(obj, (str, bytes, np.ndarray, TensorData)) or obj is None:
         return obj
     if isinstance(obj, collections.abc.Mapping):

@@ -15,13 +15,8 @@ __all__ = ["Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler
 
 
 def _global_generator():
-    """minigrad's default generator (what ``mg.manual_seed`` seeds), or None if the core has none."""
-    for owner in (mg, getattr(mg, "random", None)):
-        for name in ("default_generator", "_default_generator"):
-            g = getattr(owner, name, None) if owner is not None else None
-            if g is not None:
-                return g() if callable(g) and not hasattr(g, "np") else g
-    return None
+    """minigrad's default generator (what ``mg.manual_seed`` seeds)."""
+    return getattr(mg, "default_generator", None)
 
 
 def _np_rng(generator=None):
