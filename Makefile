@@ -1,10 +1,13 @@
-# minigrad: every target sets up .venv by itself on a fresh clone.
+# minigrad: every target sets up what it needs by itself on a fresh clone.
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-dev
+BENCH_VENV := .venv-bench
+BENCH_PY   := $(BENCH_VENV)/bin/python
+A ?= a1
 
-.PHONY: venv test demo bench gpu-check clean
+.PHONY: venv test test-fast demo bench gpu-check assignments check-assignments grade lab clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -14,11 +17,37 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
+# The whole suite, notebooks included. The 'cuda' cases run on the NumPy-backed CUDA emulator here,
+# so device dispatch, transfers and mixing errors are exercised without a GPU (make gpu-check runs them
+# on a real GPU).
 test: $(STAMP)
-	$(PY) -m pytest -q -n 2 -p no:cacheprovider
+	MINIGRAD_EMULATE_CUDA=1 $(PY) -m pytest -q -n 2 -p no:cacheprovider
+
+test-fast: $(STAMP)
+	MINIGRAD_EMULATE_CUDA=1 $(PY) -m pytest -q -n 2 -p no:cacheprovider -m "not notebook and not slow"
 
 demo: $(STAMP)
 	$(PY) -m minigrad.examples.toy
 
+# Benchmarks against PyTorch (CPU) in their own environment, side by side in one run.
+$(BENCH_VENV)/.installed: pyproject.toml
+	test -x $(BENCH_PY) || $(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_PY) -m pip install -q --upgrade pip
+	$(BENCH_PY) -m pip install -q torch==2.13.0
+	$(BENCH_PY) -m pip install -q -e '.[data]'
+	touch $@
+
+bench: $(BENCH_VENV)/.installed
+	$(BENCH_PY) benchmarks/overhead.py
+
+# On a machine with an NVIDIA GPU: cuda tests + GPU benchmarks with that machine's own python3 and packages
+# (no installs, no network). Results land in $${OUT:-results}/.
+gpu-check:
+	bash benchmarks/gpu_check.sh
+
+lab: $(STAMP)
+	$(PY) -m pip install -q -e '.[course]'
+	$(VENV)/bin/jupyter lab
+
 clean:
-	rm -rf $(VENV) results .pytest_cache .hypothesis
+	rm -rf $(VENV) $(BENCH_VENV) results .pytest_cache .hypothesis
