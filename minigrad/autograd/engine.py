@@ -9,7 +9,7 @@ import threading
 
 from ..errors import AutogradError, GradientError, InplaceModificationError
 from . import anomaly
-from .function import AccumulateGrad
+from .function import LEGACY_PROMOTION, AccumulateGrad
 
 _anomaly = anomaly.state
 
@@ -124,8 +124,13 @@ def run_backward(roots, retain_graph=False, capture=None):
                 if ig.shape != shape:
                     ig = unbroadcast(ig, shape, node, i)
                 if ig.dtype != dtype:
-                    raise GradientError(f"{node.name}: backward returned a {ig.dtype} gradient for input "
-                                        f"{i} of dtype {dtype}")
+                    # a float gradient of the output's dtype is legitimate type promotion (float32 * float64
+                    # input); NumPy 1.x also promotes float32 0-d arrays with Python floats. Cast those back.
+                    if ig.dtype.kind == dtype.kind == "f" and (ig.dtype == g.dtype or LEGACY_PROMOTION):
+                        ig = ig.astype(dtype)
+                    else:
+                        raise GradientError(f"{node.name}: backward returned a {ig.dtype} gradient for input "
+                                            f"{i} of dtype {dtype}")
                 if _anomaly.enabled:
                     anomaly.check(ig, node.xp, node.name, f"gradient for input {i}")
                 if any(ig is p for p in previous):  # the same array handed to two inputs: no aliasing

@@ -11,6 +11,8 @@ an op is written directly in array maths, and ``ctx.xp`` is the array module of 
 import re
 import weakref
 
+import numpy as np
+
 from ..backend.device import get_backend
 from ..errors import AutogradError, DeviceError, MinigradError, ShapeError, DTypeError, OpIndexError
 from . import anomaly, grad_mode
@@ -21,6 +23,9 @@ _saved_hooks = []  # stack of (pack, unpack) pairs, see saved_tensors_hooks
 Tensor = None  # bound by minigrad.tensor (the core's one import cycle, broken here)
 
 _FLOATING = frozenset("fc")
+# NumPy < 2 promotes float32 0-d arrays combined with Python floats to float64 (value-based casting);
+# NumPy 2 (NEP 50) keeps float32. Under NumPy 1.x, results are cast back to their inputs' float dtype.
+LEGACY_PROMOTION = np.lib.NumpyVersion(np.__version__) < "2.0.0"
 
 
 def _snake(name):
@@ -37,6 +42,7 @@ class Function:
     _unpack = None      # saved_tensors_hooks unpack function
     _non_diff = False
     next = ()
+    exact_dtype = False  # True for ops whose output dtype is their point (Cast): never re-cast
 
     def __init_subclass__(cls, **kw):
         super().__init_subclass__(**kw)
@@ -49,7 +55,7 @@ class Function:
         if _saved_hooks:
             pack, unpack = _saved_hooks[-1]
             self._unpack = unpack
-            arrays = tuple(pack(a) for a in arrays)
+            arrays = tuple(None if a is None else pack(a) for a in arrays)
         self._saved = arrays
 
     @property
@@ -60,7 +66,7 @@ class Function:
                 f"tensors after they were freed). Pass retain_graph=True to the first backward() "
                 f"if you need to backward twice.")
         unpack = self._unpack
-        return self._saved if unpack is None else tuple(unpack(a) for a in self._saved)
+        return self._saved if unpack is None else tuple(None if a is None else unpack(a) for a in self._saved)
 
     def mark_non_differentiable(self):
         """The output never requires grad (argmax-like results computed through apply)."""
@@ -101,6 +107,8 @@ class Function:
             raise _op_error(cls.name, args, e) from None
         if type(out) is not be.array_type:
             out = be.asarray(out)
+        if LEGACY_PROMOTION and out.dtype.char == "d" and not cls.exact_dtype:
+            out = _undo_legacy_promotion(out, raw)
         if be.allocator is not None:
             out = be.adopt(out)
         if _anomaly.enabled:
@@ -115,6 +123,13 @@ class Function:
             if saved:
                 ctx._versions = _version_records(saved, args, out, result)
         return result
+
+
+def _undo_legacy_promotion(out, raw):
+    floats = [a.dtype for a in raw if hasattr(a, "dtype") and a.dtype.kind == "f"]
+    if floats and np.dtype("float64") not in floats:
+        return out.astype(max(floats, key=lambda d: d.itemsize))
+    return out
 
 
 def _version_records(saved, args, out, result):

@@ -43,17 +43,17 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, seed=0, raise_exceptio
             return sum(float((o.device.backend.to_host(o.data).astype(np.float64) * v).sum())
                        for o, v in zip(res, projections))
 
-    # analytic: one backward with gradient v
-    for i in targets:
-        inputs[i].grad = None
+    # analytic: one vector-Jacobian product with v (autograd.grad: the inputs' .grad stay untouched)
     live = [(o, v) for o, v in zip(outs, projections) if o.requires_grad]
+    grads = [None] * len(targets)
     if live:
-        from .engine import backward
-        backward([o for o, _ in live], [Tensor._make(o.device.backend.asarray(v.astype(o.data.dtype)),
-                                                     o.device) for o, v in live])
-    for i in targets:
+        from .engine import grad
+        grads = grad([o for o, _ in live], [inputs[i] for i in targets],
+                     [Tensor._make(o.device.backend.asarray(v.astype(o.data.dtype)), o.device) for o, v in live],
+                     allow_unused=True)
+    for i, g in zip(targets, grads):
         t = inputs[i]
-        analytic = np.zeros(t.shape) if t.grad is None else t.device.backend.to_host(t.grad.data)
+        analytic = np.zeros(t.shape) if g is None else t.device.backend.to_host(g.data)
         host = t.device.backend.to_host(t.data).copy()
         numeric = np.zeros(host.shape)
         flat = host.reshape(-1)

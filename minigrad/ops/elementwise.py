@@ -1,4 +1,6 @@
 """Elementwise ops. Inputs may broadcast; the engine sums gradients back to each input's shape."""
+import math
+
 from ..autograd.function import Function
 
 
@@ -79,10 +81,11 @@ class Pow(Function):
             else:
                 ga = grad * b * a ** (b - 1)
         if ctx.needs_input_grad[1]:
-            safe = xp.where(a > 0, a, 1) if not isinstance(a, (int, float)) else a
-            gb = grad * out * xp.log(safe)
-            if not isinstance(a, (int, float)):
-                gb = xp.where(a > 0, gb, 0)
+            if isinstance(a, (int, float)):  # math.log: a NumPy float64 scalar would upcast float32 grads
+                gb = grad * out * (math.log(a) if a > 0 else 0.0)
+            else:  # d/db is out * log(a), taken as 0 where a <= 0 (as PyTorch does)
+                positive = a > 0
+                gb = xp.where(positive, grad * out * xp.log(xp.where(positive, a, 1)), 0)
         return ga, gb
 
 
@@ -161,7 +164,8 @@ class Cos(Function):
 
 
 class Clamp(Function):
-    """Gradient flows where min <= a <= max (PyTorch's convention at the boundaries)."""
+    """Gradient flows to ``a`` where min <= a <= max (PyTorch's convention at the boundaries); tensor
+    bounds get the gradient where they were the value chosen (clamp = minimum(maximum(a, lo), hi))."""
 
     @staticmethod
     def forward(ctx, a, lo, hi):
@@ -173,12 +177,11 @@ class Clamp(Function):
     def backward(ctx, grad):
         a, = ctx.saved_tensors
         lo, hi = ctx.bounds
-        mask = True
-        if lo is not None:
-            mask = a >= lo
-        if hi is not None:
-            mask = mask & (a <= hi)
-        return grad * mask, None, None
+        above_lo = True if lo is None else a >= lo
+        below_hi = True if hi is None else (a if lo is None else ctx.xp.maximum(a, lo)) <= hi
+        _, need_lo, need_hi = ctx.needs_input_grad
+        return (grad * (above_lo & below_hi), grad * (~above_lo & below_hi) if need_lo else None,
+                grad * ~below_hi if need_hi else None)
 
 
 class Maximum(Function):
@@ -226,6 +229,7 @@ class Where(Function):
 
 class Cast(Function):
     """Change dtype; the gradient is cast back to the input's dtype."""
+    exact_dtype = True
 
     @staticmethod
     def forward(ctx, a, np_dtype):

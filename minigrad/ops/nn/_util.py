@@ -49,7 +49,9 @@ def windows(xp, x, kernel, stride, dilation):
     shape = x.shape[:2] + out + tuple(kernel)
     view_strides = (x.strides[:2] + tuple(s * st for s, st in zip(strides, stride))
                     + tuple(s * d for s, d in zip(strides, dilation)))
-    return xp.lib.stride_tricks.as_strided(x, shape=shape, strides=view_strides, writeable=False)
+    if xp.__name__ == "numpy":  # read-only: windows overlap, a write would alias
+        return xp.lib.stride_tricks.as_strided(x, shape=shape, strides=view_strides, writeable=False)
+    return xp.lib.stride_tricks.as_strided(x, shape=shape, strides=view_strides)  # pragma: no cover
 
 
 def kernel_slices(offsets, out, stride, dilation):
@@ -129,3 +131,17 @@ def erf(xp, x):
         out = fn(x)
         return out if out.dtype == x.dtype else out.astype(x.dtype)
     return erf_rational(xp, x).astype(x.dtype, copy=False)
+
+
+# --- saving optional arrays -----------------------------------------------------------------------
+def save(ctx, *arrays):
+    """save_for_backward for arrays that may be None (optional weight/bias): only real arrays are saved,
+    so saved-tensor hooks never see None."""
+    ctx.present = tuple(a is not None for a in arrays)
+    ctx.save_for_backward(*(a for a in arrays if a is not None))
+
+
+def saved(ctx):
+    """The arrays given to ``save``, with None back in place."""
+    it = iter(ctx.saved_tensors)
+    return tuple(next(it) if p else None for p in ctx.present)

@@ -9,9 +9,12 @@ whole batch through padding-only rows (e.g. an empty sequence in a padded batch)
 """
 import math
 
+import numpy as np  # shape arithmetic only
+
 from ...autograd.function import Function
 from ...errors import ArgumentError, DTypeError, ShapeError
 from ...random import host_rng
+from ._util import save, saved
 
 
 class ScaledDotProductAttention(Function):
@@ -34,7 +37,7 @@ class ScaledDotProductAttention(Function):
             raise DTypeError(f"{op}: query, key and value must share a dtype, got {q.dtype}, {k.dtype}, "
                              f"{v.dtype}")
         try:
-            batch = xp.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+            batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
         except ValueError:
             raise ShapeError(f"{op}: batch dims of query {tuple(q.shape)}, key {tuple(k.shape)} and value "
                              f"{tuple(v.shape)} cannot be broadcast together") from None
@@ -48,7 +51,7 @@ class ScaledDotProductAttention(Function):
             keep = xp.tril(xp.ones((L, S), dtype=bool))
         elif attn_mask is not None:
             try:
-                full = xp.broadcast_shapes(attn_mask.shape, batch + (L, S))
+                full = np.broadcast_shapes(attn_mask.shape, batch + (L, S))
             except ValueError:
                 full = None
             if full is None or full[-2:] != (L, S):
@@ -75,12 +78,12 @@ class ScaledDotProductAttention(Function):
                 if dropout_p < 1 else xp.zeros_like(p)
         pd = p if drop is None else p * drop
         ctx.scale = scale
-        ctx.save_for_backward(q, k, v, p, drop)
+        save(ctx, q, k, v, p, drop)
         return pd @ v
 
     @staticmethod
     def backward(ctx, grad):
-        q, k, v, p, drop = ctx.saved_tensors
+        q, k, v, p, drop = saved(ctx)
         need_q, need_k, need_v, need_mask = ctx.needs_input_grad[:4]
         pd = p if drop is None else p * drop
         dv = pd.swapaxes(-1, -2) @ grad if need_v else None

@@ -9,8 +9,11 @@ loss_i = -sum_c w[c] t[i, c] logp[i, c] and 'mean' divides by the number of samp
 """
 import warnings
 
+import numpy as np  # shape arithmetic only
+
 from ...autograd.function import Function
 from ...errors import DTypeError, OpIndexError, ShapeError
+from ._util import save, saved
 from .activation import stable_sigmoid
 
 
@@ -27,7 +30,7 @@ def _reduce(xp, loss, reduction, denom=None):
     total = loss.sum()
     if reduction == "sum":
         return xp.asarray(total, dtype=loss.dtype), 1.0
-    n = loss.size if denom is None else denom
+    n = float(loss.size if denom is None else denom)  # a Python float: never promotes float32
     if n == 0:
         return xp.asarray(xp.nan, dtype=loss.dtype), 0.0
     return xp.asarray(total / n, dtype=loss.dtype), 1.0 / n
@@ -35,7 +38,7 @@ def _reduce(xp, loss, reduction, denom=None):
 
 def _grad_scale(grad, reduction, factor):
     """The per-element factor of d(result)/d(loss_i): grad itself for 'none', grad * factor otherwise."""
-    return grad if reduction == "none" else grad * factor
+    return grad if reduction == "none" else (grad * factor).astype(grad.dtype, copy=False)
 
 
 def _check_weight(op, weight, C, dtype):
@@ -104,7 +107,7 @@ class CrossEntropy(Function):
             loss = (1.0 - eps) * loss + (eps / C) * smooth
         out, ctx.factor = _reduce(xp, loss, reduction, denom=w_t.sum())
         ctx.probs = False
-        ctx.save_for_backward(logp, safe, valid, w_t, weight)
+        save(ctx, logp, safe, valid, w_t, weight)
         return out[0] if reduction == "none" and len(ctx.x_shape) == 1 else out
 
     @staticmethod
@@ -121,7 +124,7 @@ class CrossEntropy(Function):
         loss = -(wt * logp).sum(axis=1)
         out, ctx.factor = _reduce(xp, loss, ctx.reduction)
         ctx.probs = True
-        ctx.save_for_backward(logp, wt, weight)
+        save(ctx, logp, wt, weight)
         return out[0] if ctx.reduction == "none" and len(ctx.x_shape) == 1 else out
 
     @staticmethod
@@ -131,7 +134,7 @@ class CrossEntropy(Function):
         if ctx.reduction == "none" and len(ctx.x_shape) == 1:
             scale = scale[None]
         if ctx.probs:
-            logp, wt, weight = ctx.saved_tensors
+            logp, wt, weight = saved(ctx)
             p = xp.exp(logp)
             s = scale[:, None] if ctx.reduction == "none" else scale
             dx = (p * wt.sum(axis=1, keepdims=True) - wt) * s if ctx.needs_input_grad[0] else None
@@ -141,14 +144,14 @@ class CrossEntropy(Function):
                 dt = (-(1.0 - eps) * w_b * logp) * s
                 dt = dt.reshape(ctx.x_shape)
             return (None if dx is None else dx.reshape(ctx.x_shape)), dt, None, None, None, None
-        logp, safe, valid, w_t, weight = ctx.saved_tensors
+        logp, safe, valid, w_t, weight = saved(ctx)
         C = logp.shape[1]
         p = xp.exp(logp)
         onehot = xp.arange(C).reshape(_classes_shape(logp)) == safe[:, None]
         a = ((1.0 - eps) * w_t * scale)[:, None]               # nll part: a (p - onehot)
         dx = (p - onehot) * a
         if eps > 0:                                            # smoothing part: b (sum(w) p - w)
-            b = ((eps / C) * valid * scale)[:, None]
+            b = ((valid * scale) * (eps / C))[:, None]
             if weight is None:
                 dx += (C * p - 1.0) * b
             else:
@@ -183,9 +186,9 @@ class NllLoss(Function):
         return dx.reshape(ctx.x_shape), None, None, None, None
 
 
-def _check_broadcast(op, xp, a, b):
+def _check_broadcast(op, a, b):
     try:
-        shape = xp.broadcast_shapes(a.shape, b.shape)
+        shape = np.broadcast_shapes(a.shape, b.shape)
     except ValueError:
         raise ShapeError(f"{op}: input shape {tuple(a.shape)} and target shape {tuple(b.shape)} cannot be "
                          f"broadcast together") from None
@@ -201,7 +204,7 @@ class MseLoss(Function):
     @staticmethod
     def forward(ctx, a, b, reduction):
         xp = ctx.xp
-        _check_broadcast("mse_loss", xp, a, b)
+        _check_broadcast("mse_loss", a, b)
         if a.dtype != b.dtype:
             raise DTypeError(f"mse_loss: input dtype {a.dtype} differs from target dtype {b.dtype}")
         d = a - b
@@ -240,13 +243,13 @@ class BinaryCrossEntropyWithLogits(Function):
         loss = raw if weight is None else raw * weight
         out, ctx.factor = _reduce(xp, loss, reduction)
         ctx.reduction, ctx.loss_shape = reduction, loss.shape
-        ctx.save_for_backward(x, t, weight, pos_weight, sp, raw)
+        save(ctx, x, t, weight, pos_weight, sp, raw)
         return out
 
     @staticmethod
     def backward(ctx, grad):
         xp = ctx.xp
-        x, t, weight, pos_weight, sp, raw = ctx.saved_tensors
+        x, t, weight, pos_weight, sp, raw = saved(ctx)
         need_x, need_t, need_w, need_pw, _ = ctx.needs_input_grad
         s = _grad_scale(grad, ctx.reduction, ctx.factor)
         sw = s if weight is None else s * weight

@@ -8,6 +8,7 @@ which are constants: dx = g * weight * rstd.
 """
 from ...autograd.function import Function
 from ...errors import ArgumentError, DTypeError, ShapeError
+from ._util import save, saved
 
 
 def _norm_backward(xp, g_hat, x_hat, rstd, axes):
@@ -40,7 +41,7 @@ class LayerNorm(Function):
         rstd = 1.0 / xp.sqrt(var + eps)
         x_hat = xc * rstd
         ctx.axes = axes
-        ctx.save_for_backward(x_hat, rstd, weight)
+        save(ctx, x_hat, rstd, weight)
         out = x_hat * weight if weight is not None else x_hat.copy()
         if bias is not None:
             out += bias
@@ -48,7 +49,7 @@ class LayerNorm(Function):
 
     @staticmethod
     def backward(ctx, grad):
-        x_hat, rstd, weight = ctx.saved_tensors
+        x_hat, rstd, weight = saved(ctx)
         axes = ctx.axes
         need_x, _, need_w, need_b, _ = ctx.needs_input_grad
         lead = tuple(range(grad.ndim - len(axes)))
@@ -104,7 +105,7 @@ class BatchNorm(Function):
         rstd = 1.0 / xp.sqrt(var + eps)
         x_hat = xc * rstd
         w = None if weight is None else weight.reshape(bshape)
-        ctx.save_for_backward(x_hat, rstd, weight)
+        save(ctx, x_hat, rstd, weight)
         out = x_hat * w if w is not None else x_hat.copy()
         if bias is not None:
             out += bias.reshape(bshape)
@@ -112,7 +113,7 @@ class BatchNorm(Function):
 
     @staticmethod
     def backward(ctx, grad):
-        x_hat, rstd, weight = ctx.saved_tensors
+        x_hat, rstd, weight = saved(ctx)
         axes = ctx.axes
         need_x, need_w, need_b = ctx.needs_input_grad[0], ctx.needs_input_grad[3], ctx.needs_input_grad[4]
         C = grad.shape[1]

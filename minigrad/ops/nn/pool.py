@@ -15,8 +15,9 @@ def pool_geometry(op, spatial, kernel, stride, pads, dilation, ceil_mode):
     """Output sizes and the extra right padding that ceil_mode needs (PyTorch's pooling_output_shape)."""
     out, extra = [], []
     for n, k, s, p, d in zip(spatial, kernel, stride, pads, dilation):
-        if p > k // 2:
-            raise ArgumentError(f"{op}: padding {p} should be at most half of the kernel size {k}")
+        if p > (d * (k - 1) + 1) // 2:
+            raise ArgumentError(f"{op}: padding {p} should be at most half of the effective kernel size "
+                                f"{d * (k - 1) + 1} (kernel_size={k}, dilation={d})")
         span = n + 2 * p - d * (k - 1) - 1
         o = (span + (s - 1 if ceil_mode else 0)) // s + 1
         if ceil_mode and (o - 1) * s >= n + p:  # the last window must start inside the input or left pad
@@ -71,7 +72,7 @@ class _MaxPoolNd(Function):
         win = win.reshape(win.shape[:2 + nd] + (-1,))           # (N, C, *out, K): one gather copy
         arg = win.argmax(axis=-1)                               # first maximum (NaN wins, as in PyTorch)
         out = xp.take_along_axis(win, arg[..., None], axis=-1)[..., 0]
-        ctx.arg = arg
+        ctx.save_for_backward(arg)
         ctx.in_shape, ctx.dtype = x4.shape, x.dtype
         if indices_sink is not None:  # flat index into each input plane, as PyTorch's return_indices
             flat = 0
@@ -86,7 +87,8 @@ class _MaxPoolNd(Function):
 
     @staticmethod
     def backward(ctx, grad):
-        xp, arg, kernel = ctx.xp, ctx.arg, ctx.kernel
+        xp, kernel = ctx.xp, ctx.kernel
+        arg, = ctx.saved_tensors
         g = grad[None] if ctx.unbatched else grad
 
         def contribution(offs):
