@@ -53,6 +53,9 @@ class GELU(Function):
     def forward(ctx, x, approximate):
         xp = ctx.xp
         ctx.approximate = approximate
+        if ctx.fused is not None:  # GPU: one fused kernel each way (backend/cuda_kernels.py)
+            ctx.save_for_backward(x)
+            return ctx.fused.gelu(x, approximate)
         if approximate == "tanh":
             t = xp.tanh(_SQRT_2_OVER_PI * (x + _GELU_C * x * x * x))
             ctx.save_for_backward(x, t)
@@ -64,6 +67,9 @@ class GELU(Function):
     @staticmethod
     def backward(ctx, grad):
         xp = ctx.xp
+        if ctx.fused is not None:
+            x, = ctx.saved_tensors
+            return ctx.fused.gelu_backward(x, grad, ctx.approximate), None
         x, s = ctx.saved_tensors
         if ctx.approximate == "tanh":  # d/dx = (1 + t)/2 + x/2 (1 - t^2) sqrt(2/pi) (1 + 3c x^2)
             inner = _SQRT_2_OVER_PI * (1.0 + 3.0 * _GELU_C * x * x)
@@ -131,6 +137,10 @@ class Softmax(Function):
     def forward(ctx, x, dim):
         xp = ctx.xp
         ctx.dim = dim
+        if ctx.fused is not None:
+            e = ctx.fused.softmax(x, dim)
+            ctx.save_for_backward(e)
+            return e
         e = xp.exp(x - x.max(axis=dim, keepdims=True))
         e /= e.sum(axis=dim, keepdims=True)
         ctx.save_for_backward(e)
@@ -139,6 +149,8 @@ class Softmax(Function):
     @staticmethod
     def backward(ctx, grad):
         p, = ctx.saved_tensors  # dx = p (g - sum(g p))
+        if ctx.fused is not None:
+            return ctx.fused.softmax_backward(p, grad, ctx.dim), None
         gp = grad * p
         gp -= p * gp.sum(axis=ctx.dim, keepdims=True)
         return gp, None
@@ -152,6 +164,10 @@ class LogSoftmax(Function):
     def forward(ctx, x, dim):
         xp = ctx.xp
         ctx.dim = dim
+        if ctx.fused is not None:
+            out = ctx.fused.log_softmax(x, dim)
+            ctx.save_for_backward(out)
+            return out
         shifted = x - x.max(axis=dim, keepdims=True)
         shifted -= xp.log(xp.exp(shifted).sum(axis=dim, keepdims=True))
         ctx.save_for_backward(shifted)
@@ -160,6 +176,8 @@ class LogSoftmax(Function):
     @staticmethod
     def backward(ctx, grad):
         out, = ctx.saved_tensors  # dx = g - softmax * sum(g)
+        if ctx.fused is not None:
+            return ctx.fused.log_softmax_backward(out, grad, ctx.dim), None
         return grad - ctx.xp.exp(out) * grad.sum(axis=ctx.dim, keepdims=True), None
 
 

@@ -98,7 +98,7 @@ class CrossEntropy(Function):
             return CrossEntropy._forward_probs(ctx, x, target, weight)
         x, target, safe, valid, w_t, C = _class_targets("cross_entropy", x, target, weight, ignore_index)
         eps = label_smoothing
-        logp = _log_softmax(xp, x, 1)
+        logp = ctx.fused.log_softmax(x, 1) if ctx.fused is not None else _log_softmax(xp, x, 1)
         picked = xp.take_along_axis(logp, safe[:, None], axis=1)[:, 0]
         loss = -(w_t * picked)
         if eps > 0:
@@ -146,6 +146,11 @@ class CrossEntropy(Function):
             return (None if dx is None else dx.reshape(ctx.x_shape)), dt, None, None, None, None
         logp, safe, valid, w_t, weight = saved(ctx)
         C = logp.shape[1]
+        if ctx.fused is not None and logp.ndim == 2 and weight is None:  # GPU: one kernel
+            target = xp.where(valid, safe, -1).astype(xp.int64)
+            rows = xp.ascontiguousarray(xp.broadcast_to(scale, (logp.shape[0],)))
+            dx = ctx.fused.cross_entropy_grad(logp, target, rows, eps)
+            return dx.reshape(ctx.x_shape), None, None, None, None, None
         p = xp.exp(logp)
         onehot = xp.arange(C).reshape(_classes_shape(logp)) == safe[:, None]
         a = ((1.0 - eps) * w_t * scale)[:, None]               # nll part: a (p - onehot)
