@@ -14,6 +14,7 @@ from .errors import OutOfMemoryError
 from .tensor import Tensor, tensor
 from . import _methods  # noqa: F401  (binds ops onto Tensor)
 from . import autograd, cuda
+from . import memory  # noqa: E402  (a feature layer: the core never imports it)
 from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .creation import (arange, as_tensor, empty, empty_like, eye, from_numpy, full, full_like, linspace, ones,
                        ones_like, rand, rand_like, randint, randn, randn_like, randperm, zeros, zeros_like)

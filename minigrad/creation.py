@@ -4,7 +4,7 @@ import numpy as np
 
 from .backend import dtypes
 from .backend.device import device as _device, get_backend
-from .errors import ArgumentError
+from .errors import ArgumentError, DTypeError
 from .random import host_rng
 from .tensor import Tensor, tensor
 
@@ -94,17 +94,28 @@ def eye(n, m=None, dtype=None, device=None, requires_grad=False):
     return _from_host(np.eye(n, m), dtype or dtypes.default_float, device, requires_grad)
 
 
+def _float_dtype(dtype, op):
+    dt = dtypes.to_dtype(dtype) if dtype is not None else dtypes.default_float
+    if not dt.is_floating_point:
+        raise DTypeError(f"{op}: needs a floating point dtype, got {dt.name}")
+    return dt
+
+
 def rand(*size, generator=None, dtype=None, device=None, requires_grad=False):
+    dtype = _float_dtype(dtype, "rand")
     host = host_rng(generator).random(_shape(size))
     return _from_host(host, dtype or dtypes.default_float, device, requires_grad)
 
 
 def randn(*size, generator=None, dtype=None, device=None, requires_grad=False):
+    dtype = _float_dtype(dtype, "randn")
     host = host_rng(generator).standard_normal(_shape(size))
     return _from_host(host, dtype or dtypes.default_float, device, requires_grad)
 
 
 def randint(low, high=None, size=None, generator=None, dtype=None, device=None):
+    if size is None and isinstance(high, (tuple, list)):  # randint(high, size), as in PyTorch
+        low, high, size = 0, low, high
     if high is None:
         low, high = 0, low
     if size is None:

@@ -26,3 +26,25 @@ def current_device():
 def synchronize(device=None):
     if is_available():
         get_backend(_device("cuda" if device is None else device)).synchronize()
+
+
+# --- memory statistics for CUDA devices: mirrors of minigrad.memory with device defaulting to cuda ------
+def _mirror(name):
+    def fn(device=None, *args, **kwargs):
+        from . import memory
+        return getattr(memory, name)("cuda" if device is None else device, *args, **kwargs)
+    fn.__name__ = name
+    fn.__doc__ = f"``minigrad.memory.{name}`` for a CUDA device (default cuda:0)."
+    return fn
+
+
+for _name in ("memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved",
+              "reset_peak_memory_stats", "memory_stats", "memory_summary", "empty_cache"):
+    globals()[_name] = _mirror(_name)
+del _name
+
+
+def set_memory_limit(nbytes, device=None):
+    """Cap a CUDA device's reserved bytes (e.g. simulate an 8 GB card on a big GPU)."""
+    from . import memory
+    return memory.set_memory_limit(nbytes, "cuda" if device is None else device)

@@ -11,7 +11,7 @@ from .autograd import grad_mode
 from .autograd.function import AccumulateGrad
 from .backend import dtypes
 from .backend.device import CPU, device as _device, get_backend
-from .errors import AutogradError, DTypeError
+from .errors import AutogradError, DTypeError, ShapeError
 
 
 class Tensor:
@@ -111,7 +111,7 @@ class Tensor:
 
     def item(self):
         if self.data.size != 1:
-            raise ValueError(f"item(): only one-element tensors can be converted to Python scalars "
+            raise ShapeError(f"item(): only one-element tensors can be converted to Python scalars "
                              f"(shape {tuple(self.shape)})")
         return self.data.reshape(()).item() if self.device is CPU else \
             get_backend(self.device).to_host(self.data).reshape(()).item()
@@ -136,7 +136,8 @@ class Tensor:
 
     def __bool__(self):
         if self.data.size != 1:
-            raise ValueError(f"the truth value of a tensor with {self.data.size} elements is ambiguous")
+            raise ShapeError(f"bool(): the truth value of a tensor with {self.data.size} elements is ambiguous "
+                             f"(shape {tuple(self.shape)}); use .any() or .all()")
         return bool(self.item())
 
     def __repr__(self):
@@ -201,6 +202,7 @@ class Tensor:
                     t.grad.data += g.data
         self._retain = True
         self.register_hook(hook)
+        hook.retains_grad = True  # register_hook keeps it last: .grad is the gradient after all hooks
 
     def register_hook(self, hook):
         """Call ``hook(grad) -> new grad or None`` when this tensor's gradient is computed."""
@@ -209,8 +211,9 @@ class Tensor:
         node = self.grad_fn or self._accumulator()
         if node._pre_hooks is None:
             node._pre_hooks = []
-        node._pre_hooks.append(hook)
-        return _RemovableHandle(node._pre_hooks, hook)
+        hooks = node._pre_hooks
+        hooks.insert(len(hooks) - (1 if hooks and getattr(hooks[-1], "retains_grad", False) else 0), hook)
+        return _RemovableHandle(hooks, hook)
 
     def register_post_accumulate_grad_hook(self, hook):
         """On a leaf: call ``hook(tensor)`` after its ``.grad`` was accumulated (DDP starts all-reduces here)."""
@@ -465,7 +468,11 @@ def tensor(data, dtype=None, device=None, requires_grad=False):
         if isinstance(data, (list, tuple)) and any(isinstance(x, Tensor) for x in data):
             data = [x.tolist() if isinstance(x, Tensor) else x for x in data]
         is_array = isinstance(data, np.ndarray) or type(data).__module__.startswith("cupy")
-        host = data if is_array else np.asarray(data)
+        try:
+            host = data if is_array else np.asarray(data)
+        except ValueError:  # NumPy refuses ragged nested lists
+            raise ShapeError("tensor: ragged nested sequences (rows of different lengths) cannot make a "
+                             "tensor") from None
         if host.dtype == object:
             raise DTypeError("tensor: ragged or non-numeric data cannot make a tensor")
         if dtype is not None:

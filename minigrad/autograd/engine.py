@@ -107,7 +107,15 @@ def run_backward(roots, retain_graph=False, capture=None):
                     node.accumulate(g)
                 continue
             _check_versions(node)
-            in_grads = node.backward(node, g)
+            alloc = node.device.backend.allocator
+            if alloc is None:
+                in_grads = node.backward(node, g)
+            else:  # label what the backward allocates for the memory pool's timeline
+                prev_op, alloc.current_op = alloc.current_op, node.name + ".backward"
+                try:
+                    in_grads = node.backward(node, g)
+                finally:
+                    alloc.current_op = prev_op
             if type(in_grads) is not tuple:
                 in_grads = (in_grads,)
             edges = node.next

@@ -42,6 +42,7 @@ class Function:
     _unpack = None      # saved_tensors_hooks unpack function
     _non_diff = False
     next = ()
+    fused = None
     exact_dtype = False  # True for ops whose output dtype is their point (Cast): never re-cast
 
     def __init_subclass__(cls, **kw):
@@ -67,6 +68,14 @@ class Function:
                 f"if you need to backward twice.")
         unpack = self._unpack
         return self._saved if unpack is None else tuple(None if a is None else unpack(a) for a in self._saved)
+
+    def empty(self, shape, dtype):
+        """Uninitialised storage on this op's device, from the memory pool when one is installed.
+
+        Hot ops write their results into it (``xp.matmul(a, b, out=ctx.empty(...))``) so that, with the
+        pool on, a result is born in a pool block instead of being copied into one afterwards.
+        """
+        return self.device.backend.empty(shape, dtype)
 
     def mark_non_differentiable(self):
         """The output never requires grad (argmax-like results computed through apply)."""
@@ -99,18 +108,24 @@ class Function:
         track = requires and _grad.enabled
         ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad for a in args) if track \
             else (False,) * len(args)
+        alloc = be.allocator
+        if alloc is not None:  # the memory pool labels what this op allocates
+            prev_op, alloc.current_op = alloc.current_op, cls.name
         try:
             out = cls.forward(ctx, *raw, **kwargs)
+            if type(out) is not be.array_type:
+                out = be.asarray(out)
+            if LEGACY_PROMOTION and out.dtype.char == "d" and not cls.exact_dtype:
+                out = _undo_legacy_promotion(out, raw)
+            if alloc is not None:
+                out = alloc.adopt(out)
         except MinigradError:
             raise
         except (ValueError, TypeError, IndexError, ZeroDivisionError, AttributeError, OverflowError) as e:
             raise _op_error(cls.name, args, e) from None
-        if type(out) is not be.array_type:
-            out = be.asarray(out)
-        if LEGACY_PROMOTION and out.dtype.char == "d" and not cls.exact_dtype:
-            out = _undo_legacy_promotion(out, raw)
-        if be.allocator is not None:
-            out = be.adopt(out)
+        finally:
+            if alloc is not None:
+                alloc.current_op = prev_op
         if _anomaly.enabled:
             anomaly.check(out, ctx.xp, cls.name, "output")
         result = Tensor._make(out, device)

@@ -5,7 +5,8 @@ The other modules connect it to devices and to people:
 
     sources.py     raw memory for segments: CPUSource (NumPy arenas), SimulatedSource (addresses only)
     cupy_pool.py   cudaMalloc segments, and the hook that makes CuPy allocate through the pool
-    storage.py     cpu tensor storage: NumPy arrays viewing pool blocks, freed with their last view
+    storage.py     NumPy tensor storage (cpu, and the cuda emulator): arrays viewing pool blocks,
+                   freed with their last view
     stats.py       memory_stats() dicts and the memory_summary() table
     history.py     record_memory_history(), label(), snapshot events
     plot.py        plot_timeline()
@@ -42,8 +43,10 @@ the session, so statistics survive ``disable()``; arrays that still view pool bl
 import json
 from contextlib import contextmanager
 
+import numpy as np
+
 from ..backend import device as _device, get_backend
-from ..errors import OutOfMemoryError
+from ..errors import DeviceError, OutOfMemoryError
 from . import cupy_pool, history as _history
 from .allocator import (KiB, MiB, Block, CachingAllocator, Segment, round_size, segment_size)
 from .history import label
@@ -64,9 +67,20 @@ def get_allocator(device=None):
     dev = _dev(device)
     alloc = _ALLOCATORS.get(str(dev))
     if alloc is None:
-        source = CPUSource() if dev.type == "cpu" else cupy_pool.CupySource(dev.index)
+        source = CPUSource() if _is_numpy(dev) else cupy_pool.CupySource(dev.index)
         alloc = _ALLOCATORS[str(dev)] = CachingAllocator(source, str(dev))
     return alloc
+
+
+def _is_numpy(dev):
+    """Does the device compute with NumPy? (cpu, and the test emulator of cuda): then its pool owns
+    host arenas; otherwise it is a real GPU and CuPy allocates through the pool."""
+    if dev.type == "cpu":
+        return True
+    try:
+        return get_backend(dev).xp is np
+    except DeviceError:                     # no CUDA here: the allocator will only ever report zeros
+        return False
 
 
 # --- switching the pool on and off ----------------------------------------------------------------
@@ -78,13 +92,17 @@ def enable(device="cpu", allocator=None):
         _ALLOCATORS[str(dev)] = allocator
     alloc = get_allocator(dev)
     be = get_backend(dev)
-    if dev.type == "cpu":
+    storage = _STORAGE.get(str(dev))
+    if storage is not None and storage.allocator is alloc and be.allocator is storage:
+        return alloc                        # already on: keep the adapter (and its current_op)
+    if be.xp is np:                         # cpu, or the NumPy emulator of cuda
         storage = NumpyStorage(alloc)
     else:
         storage = cupy_pool.CupyStorage(alloc, be.xp)
-        cupy_pool.install(lambda i: get_allocator(f"cuda:{i}"), _cause_for_cuda)
     _STORAGE[str(dev)] = storage
     be.allocator = storage
+    if isinstance(storage, cupy_pool.CupyStorage):
+        cupy_pool.install(_resolve_cuda)    # CuPy's allocator is global: it serves every device
     return alloc
 
 
@@ -98,10 +116,13 @@ def disable(device="cpu", empty_cache=True):
     be = get_backend(dev)
     if be.allocator is storage:
         be.allocator = None
-    if dev.type != "cpu" and not any(k.startswith("cuda") for k in _STORAGE):
-        cupy_pool.uninstall()
+    if isinstance(storage, cupy_pool.CupyStorage):
+        if any(isinstance(s, cupy_pool.CupyStorage) for s in _STORAGE.values()):
+            cupy_pool.refresh()
+        else:
+            cupy_pool.uninstall()
     if empty_cache:
-        _ALLOCATORS[str(dev)].empty_cache()
+        storage.allocator.empty_cache()
 
 
 def is_enabled(device="cpu"):
@@ -121,17 +142,20 @@ def enabled(device="cpu", allocator=None):
     try:
         yield alloc
     finally:
-        if allocator is not None and previous is not None:
-            _ALLOCATORS[str(dev)] = previous
+        if allocator is not None:           # the device's own allocator serves it again
+            if previous is None:
+                _ALLOCATORS.pop(str(dev), None)
+            else:
+                _ALLOCATORS[str(dev)] = previous
         if not was:
             disable(dev)
         elif allocator is not None:
             enable(dev)
 
 
-def _cause_for_cuda(device_id):
-    storage = _STORAGE.get(f"cuda:{device_id}")
-    return None if storage is None else storage.current_op
+def _resolve_cuda(device_id):
+    """(allocator, storage) of a cuda device, for the CuPy hook (storage None if not enabled there)."""
+    return get_allocator(f"cuda:{device_id}"), _STORAGE.get(f"cuda:{device_id}")
 
 
 # --- statistics (PyTorch's names) --------------------------------------------------------------------

@@ -207,52 +207,88 @@ class CachingAllocator:
         self.num_device_free = 0            # segments handed back
         self.history = None                 # a history.MemoryHistory while recording, else None
         self._next_segment_id = 0
+        self._busy = False                  # inside malloc/free/empty_cache (see _free_deferred)
+        self._deferred = []                 # blocks freed by finalizers while busy
 
     # --- the public interface: malloc, free, empty_cache --------------------------------------------
     def malloc(self, nbytes, cause=None):
         """A block of at least ``nbytes`` bytes (``cause``: the op or label, for snapshots)."""
-        size = round_size(nbytes)
-        pool = pool_of(size)
-        block = self._take_best_fit(pool, size)
-        if block is None:
-            block = self._new_segment(pool, size)
+        self._busy = True
+        try:
+            size = round_size(nbytes)
+            pool = pool_of(size)
+            block = self._take_best_fit(pool, size) or self._new_segment(pool, size)
             if block is None:                       # device full or limit reached: drop the cache, retry
                 self.num_alloc_retries += 1
-                self.empty_cache()
-                block = self._new_segment(pool, size)
+                self._busy = False                  # nothing is half-updated here: finish queued frees
+                self._free_deferred()
+                self._busy = True
+                self._empty_cache()
+                block = self._take_best_fit(pool, size) or self._new_segment(pool, size)
                 if block is None:
                     self.num_ooms += 1
                     if self.history is not None:
                         self.history.record("oom", self, None, size, nbytes, pool, cause)
                     raise OutOfMemoryError(self._oom_message(nbytes, size))
-        if should_split(pool, block.size - size):
-            self._split(block, size)
-        block.allocated = True          # block.size may exceed size when the remainder was too small
-        block.requested = nbytes
-        block.cause = cause
-        for stats in self._scopes[pool]:
-            stats.add_block(block.size, nbytes)
-        if self.history is not None:
-            self.history.record("alloc", self, block.address, block.size, nbytes, pool, cause)
-        return block
+            if should_split(pool, block.size - size):
+                self._split(block, size)
+            block.allocated = True      # block.size may exceed size when the remainder was too small
+            block.requested = nbytes
+            block.cause = cause
+            for stats in self._scopes[pool]:
+                stats.add_block(block.size, nbytes)
+            if self.history is not None:
+                self.history.record("alloc", self, block.address, block.size, nbytes, pool, cause)
+            return block
+        finally:
+            self._busy = False
+            if self._deferred:
+                self._free_deferred()
 
     def free(self, block):
         """Return a block to its pool, merging it with free neighbours."""
+        if self._busy:                  # called by a finalizer in the middle of malloc/free: see below
+            self._deferred.append(block)
+            return
         if not block.allocated:
             raise RuntimeError(f"{self.device_name}: double free of {block!r}")
-        pool = block.segment.pool
-        for stats in self._scopes[pool]:
-            stats.remove_block(block.size, block.requested)
-        if self.history is not None:
-            self.history.record("free", self, block.address, block.size, block.requested, pool,
-                                block.cause)
-        block.allocated = False
-        block.requested = 0
-        block.cause = None
-        self._insert_free(self._coalesce(block))
+        self._busy = True
+        try:
+            pool = block.segment.pool
+            for stats in self._scopes[pool]:
+                stats.remove_block(block.size, block.requested)
+            if self.history is not None:
+                self.history.record("free", self, block.address, block.size, block.requested, pool,
+                                    block.cause)
+            block.allocated = False
+            block.requested = 0
+            block.cause = None
+            self._insert_free(self._coalesce(block))
+        finally:
+            self._busy = False
+            if self._deferred:
+                self._free_deferred()
 
     def empty_cache(self):
         """Hand every segment that is entirely free back to the source. Returns the bytes released."""
+        self._busy = True
+        try:
+            return self._empty_cache()
+        finally:
+            self._busy = False
+            if self._deferred:
+                self._free_deferred()
+
+    # Re-entrancy. Arrays that die in a cyclic garbage collection (autograd graphs are full of cycles)
+    # free their blocks from a finalizer, and a collection can start at *any* allocation of a Python
+    # object, including the Block and tuples that malloc and free create while the free lists and the
+    # block chain are half-updated. Such frees are queued and done as soon as the running call ends.
+    def _free_deferred(self):
+        while self._deferred and not self._busy:
+            self.free(self._deferred.pop())
+
+    # --- the steps of malloc and free -------------------------------------------------------------
+    def _empty_cache(self):
         released = 0
         for seg in [s for s in self.segments.values() if s.is_free()]:
             self._remove_free(seg.first)

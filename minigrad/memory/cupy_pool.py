@@ -56,32 +56,46 @@ class CupyStorage:
         return array
 
 
-_installed = None   # (previous CuPy allocator, our allocator function) while installed
+_installed = None   # while installed: (previous CuPy allocator, ours, per-device cache)
 
 
-def install(allocator_for, cause_for):
+def install(resolve):
     """Route every CuPy allocation through minigrad's pool.
 
-    ``allocator_for(device_id)`` returns that device's CachingAllocator; ``cause_for(device_id)`` the op
-    to record as the cause (the storage adapter's ``current_op``).
+    ``resolve(device_id)`` returns ``(allocator, storage)``: that device's CachingAllocator and the
+    object whose ``current_op`` names the cause of allocations (or None). It is asked once per device;
+    ``refresh()`` makes it ask again (after ``enable`` swapped an allocator).
     """
     global _installed
     import cupy
     if _installed is not None:
+        refresh()
         return
-    live = {}   # (device id, pointer) -> Block
+    devices = {}   # device id -> (allocator, storage)
+    live = {}      # pointer -> (allocator, block); pointers are unique across devices (unified addressing)
 
     def malloc_fn(nbytes, device_id):
-        block = allocator_for(device_id).malloc(nbytes, cause_for(device_id))
-        live[device_id, block.address] = block
+        entry = devices.get(device_id)
+        if entry is None:
+            entry = devices[device_id] = resolve(device_id)
+        alloc, storage = entry
+        block = alloc.malloc(nbytes, None if storage is None else storage.current_op)
+        live[block.address] = (alloc, block)
         return block.address
 
     def free_fn(pointer, device_id):
-        allocator_for(device_id).free(live.pop((device_id, pointer)))
+        alloc, block = live.pop(pointer)
+        alloc.free(block)
 
     ours = cupy.cuda.memory.PythonFunctionAllocator(malloc_fn, free_fn).malloc
-    _installed = (cupy.cuda.get_allocator(), ours)
+    _installed = (cupy.cuda.get_allocator(), ours, devices)
     cupy.cuda.set_allocator(ours)
+
+
+def refresh():
+    """Forget which allocator serves which device (blocks already out still go back where they came from)."""
+    if _installed is not None:
+        _installed[2].clear()
 
 
 def uninstall():

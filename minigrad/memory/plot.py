@@ -4,6 +4,7 @@ The x axis is the event sequence number (one step per alloc/free), which spaces 
 would squash a whole forward pass into a sliver next to a slow data-loading step. matplotlib is imported
 only when a plot is drawn.
 """
+from .stats import format_bytes
 
 BEFORE = "(before recording)"
 OTHER = "(other)"
@@ -45,8 +46,8 @@ def _groups(events, by, top):
     allocs = [e for e in events if e["action"] == "alloc"]
     if by == "tensor":
         keep = {e["seq"] for e in sorted(allocs, key=lambda e: -e["size"])[:top]}
-        return {e["seq"]: (f"#{e['seq']} {e['cause']} {e['size']} B" if e["seq"] in keep else OTHER)
-                for e in allocs}
+        return {e["seq"]: (f"#{e['seq']} {e['cause']} {format_bytes(e['size'])}" if e["seq"] in keep
+                           else OTHER) for e in allocs}
     key = "cause" if by == "op" else "label"
     names = [str(e[key]) for e in allocs]
     totals = {}
@@ -72,10 +73,21 @@ def plot_timeline(snapshot, by="op", ax=None, path=None, top=12):
         else:                                     # notebooks: a pyplot figure renders inline
             import matplotlib.pyplot as plt
             _, ax = plt.subplots(figsize=(9, 4.5))
-    names = sorted(series, key=lambda g: (g in (BEFORE, OTHER), -max(series[g])))
+    # bottom to top: what was there before recording, then the biggest bands, then the rest
+    names = sorted(series, key=lambda g: (g != BEFORE, g == OTHER, -max(series[g])))
     if names:
-        ax.stackplot(x, [[v / scale for v in series[g]] for g in names], labels=names, step="post",
-                     alpha=0.85)
+        import matplotlib
+        tab10 = matplotlib.colormaps["tab10"].colors
+        palette = tab10[:7] + tab10[8:] + matplotlib.colormaps["Set3"].colors  # greys mean BEFORE/OTHER
+        colours, k = [], 0
+        for g in names:
+            if g in (BEFORE, OTHER):
+                colours.append("0.55" if g == BEFORE else "0.8")
+            else:
+                colours.append(palette[k % len(palette)])
+                k += 1
+        ax.stackplot(x, [[v / scale for v in series[g]] for g in names], labels=names, colors=colours,
+                     step="post", alpha=0.9)
     ax.step(x, [r / scale for r in reserved], where="post", color="black", linewidth=1.2,
             label="reserved")
     ax.set_xlabel("event (alloc / free) sequence")
@@ -83,7 +95,7 @@ def plot_timeline(snapshot, by="op", ax=None, path=None, top=12):
     ax.set_title(f"memory timeline, device {snapshot.get('device', '?')}, by {by}")
     ax.set_xlim(0, max(len(x) - 1, 1))
     ax.set_ylim(bottom=0)
-    ax.legend(loc="upper left", fontsize="small", ncol=2 if len(names) > 6 else 1)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small", frameon=False)
     if path is not None:
         ax.figure.savefig(path, dpi=100, bbox_inches="tight")
     return ax

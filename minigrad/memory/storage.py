@@ -10,15 +10,17 @@ use the memory. The fix is to put one small *owner* object per block at the bott
                                           # at a base of another type), and root holds owner
 
 So the owner lives exactly as long as some array uses the memory, and its ``__del__`` (cheaper than
-``weakref.finalize``, same timing) is the moment to give the block back. ``.base`` is therefore either the
-owner (the root array) or the root array (every view): a two-step check tells pool storage apart. The owner also holds
-the segment's arena, so the memory stays valid even if the allocator itself were discarded.
+``weakref.finalize``, same timing) is the moment to give the block back. ``.base`` is therefore either
+the owner (the root array) or the root array (every view): a two-step check tells pool storage apart.
+The owner also holds the segment's arena, so the memory stays valid even if the allocator were discarded.
 
 ``NumpyStorage`` is what ``minigrad.memory.enable('cpu')`` installs as the cpu backend's ``allocator``:
 ``empty(shape, dtype)`` for factories, ``adopt(array)`` for arrays an op computed (copied into a block
 unless they already view one). Its ``current_op`` attribute is the hook the core sets to label
 allocations (see ``minigrad.memory``).
 """
+import sys
+
 import numpy as np
 
 _POOLABLE_KINDS = frozenset("biufc")   # bool, ints, floats, complex: plain bytes, no Python objects
@@ -32,8 +34,9 @@ class _BlockOwner:
     def __del__(self):
         try:
             self.allocator.free(self.block)
-        except Exception:   # interpreter shutdown, or a discarded allocator: nothing left to return to
-            pass
+        except Exception:
+            if not sys.is_finalizing():     # at interpreter exit there is nothing left to return to
+                raise
 
 
 class NumpyStorage:

@@ -80,6 +80,13 @@ def _norm_dim(dim, ndim, op):
     return int(dim) % n if ndim else 0
 
 
+def _dim_of_nd(a, dim, op):
+    """Like _norm_dim, for ops that need a real dim (a 0-d tensor has none)."""
+    if a.ndim == 0:
+        raise ShapeError(f"{op}: needs a tensor with at least 1 dim, got a 0-d tensor")
+    return _norm_dim(dim, a.ndim, op)
+
+
 def _share_version(out, src):
     """``out`` views ``src``'s storage: in-place changes to either must bump one counter."""
     base = out.data.base
@@ -274,6 +281,9 @@ def _compare(fn_name):
         except ValueError as e:
             raise ShapeError(f"{fn_name}: {e} (shapes {tuple(a.shape)}, {tuple(getattr(bd, 'shape', ()))})") \
                 from None
+        except TypeError as e:
+            raise DTypeError(f"{fn_name}: {e} (dtypes {a.dtype}, {getattr(b, 'dtype', type(b).__name__)})") \
+                from None
         return _wrap(res, a.device)
     fn.__name__ = fn_name
     return fn
@@ -307,7 +317,7 @@ def isfinite(a):
 
 
 def sign(a):
-    return _wrap(a.device.xp.sign(a.data), a.device)
+    return _wrap(a.data.copy() if a.data.dtype.kind == "b" else a.device.xp.sign(a.data), a.device)
 
 
 def equal(a, b):
@@ -348,6 +358,9 @@ def mean(a, dim=None, keepdim=False, *, axis=None, keepdims=None, dtype=None):
 
 def var(a, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None, keepdims=None):
     dim, keepdim = _reduce_args(a, dim, axis, keepdim, keepdims, "var")
+    if a.data.dtype.kind != "f":
+        raise DTypeError(f"var/std: input dtype should be floating point, got {a.dtype} "
+                         f"(call .float() first, as in PyTorch)")
     if correction is None:
         correction = 1 if unbiased is None or unbiased else 0
     return R.Var.apply(a, dim, keepdim, correction)
@@ -394,38 +407,43 @@ def min(a, dim=None, keepdim=False, *, axis=None, keepdims=None, other=None):
     return _max_min(a, dim, keepdim, axis, keepdims, True, other)
 
 
-def amax(a, dim=None, keepdim=False):
-    dim = _norm_dim(_dim(dim, None), a.ndim, "amax")
+def amax(a, dim=None, keepdim=False, *, axis=None, keepdims=None):
+    dim, keepdim = _reduce_args(a, dim, axis, keepdim, keepdims, "amax")
     return R.Amax.apply(a, dim, keepdim, False)
 
 
-def amin(a, dim=None, keepdim=False):
-    dim = _norm_dim(_dim(dim, None), a.ndim, "amin")
+def amin(a, dim=None, keepdim=False, *, axis=None, keepdims=None):
+    dim, keepdim = _reduce_args(a, dim, axis, keepdim, keepdims, "amin")
     return R.Amax.apply(a, dim, keepdim, True)
 
 
-def argmax(a, dim=None, keepdim=False, *, axis=None):
-    dim = _norm_dim(_dim(dim, axis), a.ndim, "argmax")
+def _arg_reduce(a, dim, keepdim, axis, take_min):
+    op = "argmin" if take_min else "argmax"
+    dim = _norm_dim(_dim(dim, axis), a.ndim, op)
     xp = a.device.xp
+    try:
+        res = (xp.argmin if take_min else xp.argmax)(a.data, axis=dim)
+    except ValueError:
+        raise ShapeError(f"{op}: cannot reduce an empty dim (shape {tuple(a.shape)}, dim {dim})") from None
     if dim is None:
-        res = xp.argmax(a.data)
-        return _wrap(xp.asarray(res, dtype=np.int64).reshape((1,) * a.ndim if keepdim else ()), a.device)
-    res = xp.argmax(a.data, axis=dim)
-    return _wrap((xp.expand_dims(res, dim) if keepdim else res).astype(np.int64), a.device)
+        res = xp.asarray(res, dtype=np.int64).reshape((1,) * a.ndim if keepdim else ())
+    elif keepdim:
+        res = xp.expand_dims(res, dim)
+    return _wrap(res.astype(np.int64, copy=False), a.device)
+
+
+def argmax(a, dim=None, keepdim=False, *, axis=None):
+    return _arg_reduce(a, dim, keepdim, axis, False)
 
 
 def argmin(a, dim=None, keepdim=False, *, axis=None):
-    dim = _norm_dim(_dim(dim, axis), a.ndim, "argmin")
-    xp = a.device.xp
-    if dim is None:
-        res = xp.argmin(a.data)
-        return _wrap(xp.asarray(res, dtype=np.int64).reshape((1,) * a.ndim if keepdim else ()), a.device)
-    res = xp.argmin(a.data, axis=dim)
-    return _wrap((xp.expand_dims(res, dim) if keepdim else res).astype(np.int64), a.device)
+    return _arg_reduce(a, dim, keepdim, axis, True)
 
 
 def logsumexp(a, dim=None, keepdim=False, *, axis=None, keepdims=None):
     dim, keepdim = _reduce_args(a, dim, axis, keepdim, keepdims, "logsumexp")
+    if a.data.dtype.kind != "f":
+        a = cast(a, dtypes.default_float)
     return R.LogSumExp.apply(a, dim, keepdim)
 
 
@@ -463,6 +481,12 @@ def matmul(a, b):
     if k_a != k_b:
         raise ShapeError(f"matmul: shapes {tuple(a.shape)} and {tuple(b.shape)} are not aligned "
                          f"({k_a} != {k_b})")
+    if a.ndim > 2 or b.ndim > 2:
+        try:
+            np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        except ValueError:
+            raise ShapeError(f"matmul: batch dims of shapes {tuple(a.shape)} and {tuple(b.shape)} do not "
+                             f"broadcast ({tuple(a.shape[:-2])} vs {tuple(b.shape[:-2])})") from None
     return L.MatMul.apply(a, b)
 
 
@@ -590,7 +614,7 @@ def flatten(a, start_dim=0, end_dim=-1):
 
 
 def unflatten(a, dim, sizes):
-    dim = _norm_dim(dim, a.ndim, "unflatten")
+    dim = _dim_of_nd(a, dim, "unflatten")
     return reshape(a, a.shape[:dim] + tuple(sizes) + a.shape[dim + 1:])
 
 
@@ -601,10 +625,10 @@ def _check_same(tensors, op):
         raise ArgumentError(f"{op}: expected a sequence of Tensors")
 
 
-def cat(tensors, dim=0, *, axis=None):
+def cat(tensors, dim=None, *, axis=None):
     tensors = list(tensors)
     _check_same(tensors, "cat")
-    dim = _norm_dim(_dim(dim, axis), tensors[0].ndim, "cat")
+    dim = _norm_dim(_dim(dim, axis) or 0, tensors[0].ndim, "cat")
     ref = tensors[0].shape
     for i, x in enumerate(tensors):
         if x.ndim != len(ref) or builtins.any(s != r for j, (s, r) in enumerate(zip(x.shape, ref)) if j != dim):
@@ -618,10 +642,10 @@ def cat(tensors, dim=0, *, axis=None):
 concatenate = concat = cat
 
 
-def stack(tensors, dim=0, *, axis=None):
+def stack(tensors, dim=None, *, axis=None):
     tensors = list(tensors)
     _check_same(tensors, "stack")
-    dim = _dim(dim, axis)
+    dim = _dim(dim, axis) or 0
     n = tensors[0].ndim + 1
     if not -n <= dim < n:
         raise OpIndexError(f"stack: dim {dim} is out of range for {n}-dim results")
@@ -633,13 +657,13 @@ def stack(tensors, dim=0, *, axis=None):
 
 
 def narrow(a, dim, start, length):
-    dim = _norm_dim(dim, a.ndim, "narrow")
+    dim = _dim_of_nd(a, dim, "narrow")
     index = (slice(None),) * dim + (slice(start, start + length),)
     return getitem(a, index)
 
 
 def split(a, split_size_or_sections, dim=0):
-    dim = _norm_dim(dim, a.ndim, "split")
+    dim = _dim_of_nd(a, dim, "split")
     n = a.shape[dim]
     if isinstance(split_size_or_sections, int):
         if split_size_or_sections <= 0:
@@ -662,7 +686,7 @@ def split(a, split_size_or_sections, dim=0):
 def chunk(a, chunks, dim=0):
     if chunks <= 0:
         raise ArgumentError(f"chunk: chunks must be positive, got {chunks}")
-    dim = _norm_dim(dim, a.ndim, "chunk")
+    dim = _dim_of_nd(a, dim, "chunk")
     size = -(-a.shape[dim] // chunks)
     return split(a, builtins.max(size, 1), dim)
 
@@ -724,7 +748,7 @@ def masked_fill(a, mask, value):
 
 
 def gather(a, dim, index):
-    dim = _norm_dim(dim, a.ndim, "gather")
+    dim = _dim_of_nd(a, dim, "gather")
     if not isinstance(index, Tensor) or index.data.dtype.kind not in "iu":
         raise DTypeError(f"gather: index must be an integer tensor, got "
                          f"{index.dtype if isinstance(index, Tensor) else type(index).__name__}")
@@ -806,10 +830,20 @@ def _rebase(t, result, op):
     if result.shape != t.shape:
         raise ShapeError(f"{op}: output of shape {tuple(result.shape)} can't be written into a tensor of "
                          f"shape {tuple(t.shape)}")
+    if result.data.dtype != t.data.dtype:
+        result = cast(result, t.dtype)
     t.data[...] = result.data
     t.grad_fn = result.grad_fn
     t.requires_grad = result.requires_grad
     return _bump(t)
+
+
+def _snapshot(t):
+    """A private copy of ``t`` that keeps its history. A recorded in-place op computes from (and may save
+    for its backward) this copy, so writing the result into ``t``'s storage can't corrupt what it saved."""
+    s = Tensor._make(t.data.copy(), t.device, t.requires_grad)
+    s.grad_fn = t.grad_fn
+    return s
 
 
 def inplace(t, fn, *args):
@@ -819,7 +853,11 @@ def inplace(t, fn, *args):
     tracking = _grad.enabled and (t.requires_grad or builtins.any(
         isinstance(x, Tensor) and x.requires_grad for x in args))
     if tracking:
-        return _rebase(t, fn(t, *args), op)
+        if t._is_view:
+            raise AutogradError(f"{op}: in-place autograd on a view is not supported by minigrad; "
+                                f"use an out-of-place op")
+        snap = _snapshot(t)
+        return _rebase(t, fn(snap, *(snap if a is t else a for a in args)), op)
     with grad_mode.no_grad():
         result = fn(t, *args)
     if result.shape != t.shape:

@@ -21,6 +21,8 @@ def is_basic(index):
 
 
 class GetItem(Function):
+    name = "getitem"
+
     @staticmethod
     def forward(ctx, a, index):
         ctx.meta = (a.shape, a.dtype, index)
@@ -45,6 +47,7 @@ def _is_bool_index(index):
 
 class SetItem(Function):
     """Out-of-place ``a[index] = value``: the in-place form rebases onto this (see ops.setitem_)."""
+    name = "setitem"
 
     @staticmethod
     def forward(ctx, a, index, value):

@@ -7,6 +7,8 @@ def _mT(x):
 
 
 class MatMul(Function):
+    name = "matmul"
+
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)

@@ -117,6 +117,8 @@ class Amax(Function):
 
 
 class LogSumExp(Function):
+    name = "logsumexp"
+
     @staticmethod
     def forward(ctx, a, axis, keepdim):
         xp = ctx.xp

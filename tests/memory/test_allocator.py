@@ -81,8 +81,9 @@ def test_small_pool_splits_every_remainder(sim):
     spacer = sim.malloc(512)
     sim.free(a)
     got = sim.malloc(512)                     # 512 B left over: >= 512, so split
-    assert should_split("small_pool", 512)
+    assert should_split("small_pool", 512) and not should_split("small_pool", 0)
     assert got.size == 512 and got.next.size == 512 and not got.next.allocated
+    assert got.next.next is spacer
     assert sim.allocated_bytes() == 1024      # 512 + the spacer
 
 

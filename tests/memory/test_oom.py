@@ -90,3 +90,21 @@ def test_cpu_source_capacity_gives_oom_with_real_arenas(invariants):
     alloc.empty_cache()
     assert alloc.source.in_use == 0
     invariants(alloc)
+
+
+def test_retry_first_finishes_frees_queued_by_finalizers(sim, invariants):
+    """A block freed by a finalizer during malloc waits in a queue; before declaring OOM the retry
+    completes those frees, and a block freed that way can serve the request."""
+    sim.memory_limit = 2 * MiB
+    a = sim.malloc(MiB)
+    b = sim.malloc(MiB)                       # the only segment is full, and the limit is reached
+    sim._busy = True                          # as if a garbage collection ran inside malloc...
+    sim.free(a)                               # ...and a's last array died there: queued, not done
+    sim._busy = False
+    assert sim._deferred == [a] and a.allocated
+    c = sim.malloc(MiB)
+    assert c.address == a.address and sim.num_alloc_retries == 1 and sim.num_ooms == 0
+    assert sim._deferred == []
+    sim.free(b)
+    sim.free(c)
+    invariants(sim)

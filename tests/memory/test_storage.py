@@ -1,5 +1,6 @@
 """CPU storage: NumPy arrays viewing pool blocks, returned exactly when the last view dies."""
 import gc
+import random
 import tracemalloc
 
 import numpy as np
@@ -182,3 +183,58 @@ def test_allocated_matches_tracemalloc_when_every_tensor_has_its_own_segment(sto
         assert alloc.allocated_bytes() == 26 * MiB
     finally:
         tracemalloc.stop()
+
+
+def test_frees_run_by_garbage_collection_in_the_middle_of_malloc(storage, invariants):
+    """Autograd graphs are cycles, so arrays often die in a cyclic-GC pass, and such a pass can start
+    at any allocation of a Python object, including the ones inside malloc and free themselves."""
+    alloc = storage.allocator
+    deferred_runs = []
+    free_deferred = alloc._free_deferred
+    alloc._free_deferred = lambda: (deferred_runs.append(len(alloc._deferred)), free_deferred())
+    rng = random.Random(0)
+    threshold = gc.get_threshold()
+    gc.collect()
+    gc.set_threshold(3)                       # a collection every few allocations, wherever they are
+    try:
+        keep = []
+        for i in range(3000):
+            a = storage.empty((64 + (i % 7) * 300,), np.float32)
+            cycle = [a]
+            cycle.append(cycle)               # only the cyclic GC can free this array
+            del a, cycle
+            junk = [[] for _ in range(rng.randrange(4))]     # shift where the next collection lands
+            if i % 3 == 0:
+                keep.append(storage.empty((10 + i % 50,), np.float64))
+            if i % 5 == 0:
+                keep.pop(0)
+        del junk
+    finally:
+        gc.set_threshold(*threshold)
+    gc.collect()
+    assert len(deferred_runs) > 10            # the situation really arose, many times
+    invariants(alloc)
+    assert alloc._deferred == []
+    assert alloc.allocated_bytes() == sum(round_size(k.nbytes) for k in keep)
+    keep.clear()
+    assert alloc.allocated_bytes() == 0
+
+
+def test_enable_twice_keeps_the_adapter_and_a_custom_allocator_is_temporary():
+    be = get_backend(device("cpu"))
+    default = mem.get_allocator("cpu")
+    mem.enable()
+    adapter = be.allocator
+    adapter.current_op = "conv2d"
+    assert mem.enable() is default and be.allocator is adapter and adapter.current_op == "conv2d"
+    custom = mem.CachingAllocator(mem.CPUSource(), "cpu")
+    with mem.enabled(allocator=custom) as alloc:            # e.g. a student's allocator
+        assert alloc is custom and mem.get_allocator() is custom
+        x = be.empty((1000,), np.float64)
+        assert custom.allocated_bytes() == 8192 and mem.memory_allocated() == 8192
+    assert mem.get_allocator() is default and mem.is_enabled()     # was on before: still on
+    assert be.allocator.allocator is default
+    del x
+    assert custom.allocated_bytes() == 0      # the block went back to the allocator it came from
+    mem.disable()
+    assert not mem.is_enabled()

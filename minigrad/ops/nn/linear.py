@@ -29,7 +29,7 @@ class Linear(Function):
         ctx.save_for_backward(x, weight)
         ctx.has_bias = bias is not None
         x2 = x.reshape(-1, in_f)
-        y = x2 @ weight.T
+        y = ctx.xp.matmul(x2, weight.T, out=ctx.empty((x2.shape[0], out_f), x.dtype))  # born in the pool
         if bias is not None:
             y += bias
         return y.reshape(x.shape[:-1] + (out_f,))
@@ -40,7 +40,8 @@ class Linear(Function):
         out_f, in_f = weight.shape
         g2 = grad.reshape(-1, out_f)
         need_x, need_w, need_b = ctx.needs_input_grad
-        dx = (g2 @ weight).reshape(x.shape) if need_x else None
-        dw = g2.T @ x.reshape(-1, in_f) if need_w else None
-        db = g2.sum(axis=0) if need_b else None
+        mm, dt = ctx.xp.matmul, grad.dtype
+        dx = mm(g2, weight, out=ctx.empty((g2.shape[0], in_f), dt)).reshape(x.shape) if need_x else None
+        dw = mm(g2.T, x.reshape(-1, in_f), out=ctx.empty((out_f, in_f), dt)) if need_w else None
+        db = g2.sum(axis=0, out=ctx.empty((out_f,), dt)) if need_b else None
         return dx, dw, db

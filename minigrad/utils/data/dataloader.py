@@ -30,7 +30,7 @@ from .sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler, _d
 __all__ = ["DataLoader"]
 
 _POLL_S = 0.5           # how often the main process checks that its workers are alive while it waits
-_JOIN_TIMEOUT_S = 5.0   # how long shutdown waits for workers to exit before terminating them
+_JOIN_TIMEOUT_S = 2.0   # how long shutdown waits for workers to finish their batch before terminating them
 
 
 class _InfiniteConstantSampler(Sampler):
@@ -173,7 +173,10 @@ class DataLoader:
 
 class _BaseIter:
     def __init__(self, loader):
-        self._loader = loader
+        # A weak reference: a persistent loader holds its iterator, and a cycle would keep the workers
+        # alive until the garbage collector runs instead of until the loader is dropped.
+        self._loader_ref = weakref.ref(loader)
+        self._persistent = loader.persistent_workers
         self._dataset = loader.dataset
         self._kind = loader._dataset_kind
         self._auto_collation = loader._auto_collation
@@ -192,7 +195,10 @@ class _BaseIter:
         return self
 
     def __len__(self):
-        return len(self._loader)
+        loader = self._loader_ref()
+        if loader is None:
+            raise TypeError("len() of a DataLoader iterator whose DataLoader is gone")
+        return len(loader)
 
     def __next__(self):
         data = self._next_data()
@@ -220,6 +226,7 @@ class _WorkerPool:
         self.result_queue = None
         self.done_event = None
         self.shutdown = False
+        self.join_timeout = _JOIN_TIMEOUT_S  # 0 after a timeout or a dead worker: terminate at once
 
 
 def _shutdown_workers(pool):
@@ -235,7 +242,7 @@ def _shutdown_workers(pool):
                 q.put(None)
             except Exception:
                 pass
-        deadline = time.monotonic() + _JOIN_TIMEOUT_S
+        deadline = time.monotonic() + pool.join_timeout
         for w in pool.workers:
             w.join(timeout=max(0.0, deadline - time.monotonic()))
         for w in pool.workers:
@@ -342,11 +349,11 @@ class _MultiProcessIter(_BaseIter):
                 pass
             for worker_id, w in enumerate(self._state.workers):
                 if not w.is_alive():
-                    self._shutdown()
+                    self._state.join_timeout = 0.5
                     raise WorkerError(f"DataLoader worker {worker_id} (pid {w.pid}) "
                                       f"{_exit_description(w.exitcode)}")
             if deadline is not None and time.monotonic() >= deadline:
-                self._shutdown()
+                self._state.join_timeout = 0.0  # the workers are stuck: do not wait for them
                 raise WorkerError(f"DataLoader timed out after {self._timeout} seconds waiting for a batch "
                                   f"from its workers")
 
@@ -363,7 +370,7 @@ class _MultiProcessIter(_BaseIter):
                     del self._task_info[self._rcvd_idx]
                     self._rcvd_idx += 1
                 else:
-                    if not self._loader.persistent_workers:
+                    if not self._persistent:
                         self._shutdown()
                     raise StopIteration
                 info = self._task_info[self._rcvd_idx]

@@ -83,7 +83,7 @@ class TensorDataset(Dataset):
         arrays = []
         for t in self.tensors:
             data = t.data
-            if not isinstance(data, np.ndarray) or t.requires_grad:
+            if t.device.type != "cpu" or not isinstance(data, np.ndarray) or t.requires_grad:
                 return NotImplemented
             arrays.append(data)
         idx = np.asarray(indices, dtype=np.intp)

@@ -86,9 +86,12 @@ class RandomSampler(Sampler):
         if self.replacement:
             yield from rng.integers(0, n, size=self.num_samples).tolist()
             return
-        for _ in range(self.num_samples // n):
-            yield from rng.permutation(n).tolist()
-        yield from rng.permutation(n)[: self.num_samples % n].tolist()
+        # Everything is drawn up front, so the generator advances by the same amount however far the
+        # epoch is consumed (with workers prefetching ahead, or a loop that breaks early).
+        perms = [rng.permutation(n) for _ in range(self.num_samples // n)]
+        if self.num_samples % n:
+            perms.append(rng.permutation(n)[: self.num_samples % n])
+        yield from np.concatenate(perms).tolist()
 
     def __len__(self):
         return self.num_samples

@@ -1,0 +1,12 @@
+"""Small real datasets that need no network.
+
+* ``load_digits(split)``: the 8x8 handwritten digits shipped inside scikit-learn (optional dependency,
+  ``pip install 'minigrad[data]'``), with a fixed stratified train/test split.
+* ``load_text_corpus()``: a public-domain text committed in this repository (``data/``), as a
+  character-level ``CharCorpus`` for a tiny GPT.
+"""
+from .digits import DigitsDataset, load_digits, load_digits_arrays
+from .text import CharCorpus, CharWindowDataset, available_corpora, corpus_text, load_text_corpus
+
+__all__ = ["CharCorpus", "CharWindowDataset", "DigitsDataset", "available_corpora", "corpus_text",
+           "load_digits", "load_digits_arrays", "load_text_corpus"]

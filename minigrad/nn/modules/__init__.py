@@ -1,0 +1,19 @@
+"""The layers of ``minigrad.nn``, one file per family."""
+from .activation import GELU, LeakyReLU, LogSoftmax, ReLU, Sigmoid, SiLU, Softmax, Tanh
+from .attention import MultiheadAttention
+from .container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
+from .conv import Conv1d, Conv2d
+from .dropout import Dropout
+from .embedding import Embedding
+from .flatten import Flatten, Unflatten
+from .linear import Identity, Linear
+from .loss import BCEWithLogitsLoss, CrossEntropyLoss, MSELoss, NLLLoss
+from .normalization import BatchNorm1d, BatchNorm2d, LayerNorm
+from .pooling import AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, MaxPool1d, MaxPool2d
+from .transformer import TransformerBlock
+
+__all__ = ["AdaptiveAvgPool2d", "AvgPool1d", "AvgPool2d", "BCEWithLogitsLoss", "BatchNorm1d", "BatchNorm2d",
+           "Conv1d", "Conv2d", "CrossEntropyLoss", "Dropout", "Embedding", "Flatten", "GELU", "Identity",
+           "LayerNorm", "LeakyReLU", "Linear", "LogSoftmax", "MSELoss", "MaxPool1d", "MaxPool2d",
+           "ModuleDict", "ModuleList", "MultiheadAttention", "NLLLoss", "ParameterDict", "ParameterList",
+           "ReLU", "Sequential", "SiLU", "Sigmoid", "Softmax", "Tanh", "TransformerBlock", "Unflatten"]

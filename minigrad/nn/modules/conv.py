@@ -1,0 +1,91 @@
+"""Conv1d and Conv2d (cross-correlation, as PyTorch)."""
+import math
+
+from ...errors import ArgumentError
+from ...ops.nn._util import ntuple
+from .. import functional as F
+from .. import init
+from ..module import Module
+from ._factory import new_param
+
+
+class _ConvNd(Module):
+    _nd = 2
+    _fn = None
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
+                 bias=True, padding_mode="zeros", device=None, dtype=None):
+        super().__init__()
+        name = type(self).__name__
+        nd = self._nd
+        if isinstance(groups, bool) or not isinstance(groups, int) or groups < 1:
+            raise ArgumentError(f"{name}: groups must be a positive integer, got {groups!r}")
+        if in_channels % groups:
+            raise ArgumentError(f"{name}: in_channels ({in_channels}) must be divisible by groups ({groups})")
+        if out_channels % groups:
+            raise ArgumentError(f"{name}: out_channels ({out_channels}) must be divisible by groups ({groups})")
+        if padding_mode != "zeros":
+            raise ArgumentError(f"{name}: padding_mode {padding_mode!r} is not supported by minigrad "
+                                f"(only 'zeros')")
+        self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
+        self.kernel_size = ntuple(name, "kernel_size", kernel_size, nd, 1)
+        self.stride = ntuple(name, "stride", stride, nd, 1)
+        self.dilation = ntuple(name, "dilation", dilation, nd, 1)
+        if isinstance(padding, str):
+            if padding not in ("same", "valid"):
+                raise ArgumentError(f"{name}: invalid padding string {padding!r} (expected 'same' or 'valid')")
+            if padding == "same" and any(s != 1 for s in self.stride):
+                raise ArgumentError(f"{name}: padding='same' is not supported for strided convolutions")
+            self.padding = padding
+        else:
+            self.padding = ntuple(name, "padding", padding, nd, 0)
+        self.padding_mode = padding_mode
+        self.weight = new_param(out_channels, in_channels // groups, *self.kernel_size, device=device,
+                                dtype=dtype)
+        if bias:
+            self.bias = new_param(out_channels, device=device, dtype=dtype)
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self, generator=None):
+        init.kaiming_uniform_(self.weight, a=math.sqrt(5), generator=generator)
+        if self.bias is not None:
+            fan_in, _ = init._calculate_fan_in_and_fan_out(self.weight)
+            if fan_in != 0:
+                bound = 1 / math.sqrt(fan_in)
+                init.uniform_(self.bias, -bound, bound, generator=generator)
+
+    def forward(self, input):
+        return type(self)._fn(input, self.weight, self.bias, self.stride, self.padding, self.dilation,
+                              self.groups)
+
+    def extra_repr(self):
+        nd = self._nd
+        s = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
+        if self.padding != (0,) * nd:
+            s += f", padding={self.padding!r}" if isinstance(self.padding, str) else f", padding={self.padding}"
+        if self.dilation != (1,) * nd:
+            s += f", dilation={self.dilation}"
+        if self.groups != 1:
+            s += f", groups={self.groups}"
+        if self.bias is None:
+            s += ", bias=False"
+        if self.padding_mode != "zeros":
+            s += f", padding_mode={self.padding_mode}"
+        return s
+
+
+class Conv1d(_ConvNd):
+    """1-D convolution over (N, C_in, L) -> (N, C_out, L_out); weight (C_out, C_in / groups, k)."""
+    _nd = 1
+    _fn = staticmethod(F.conv1d)
+
+
+class Conv2d(_ConvNd):
+    """2-D convolution over (N, C_in, H, W) -> (N, C_out, H_out, W_out); weight (C_out, C_in / groups, kh, kw).
+
+    Initialised like PyTorch: kaiming_uniform_(a=sqrt(5)) weights, U(±1/sqrt(fan_in)) bias.
+    """
+    _nd = 2
+    _fn = staticmethod(F.conv2d)

@@ -1,0 +1,18 @@
+"""``mg.optim``: optimizers (SGD, Adam, AdamW, RMSprop) and ``lr_scheduler``, as ``torch.optim``.
+
+    opt = mg.optim.AdamW(model.parameters(), lr=3e-4)
+    sched = mg.optim.lr_scheduler.warmup_cosine(opt, warmup_steps=100, total_steps=2000)
+    for x, y in loader:
+        opt.zero_grad()
+        loss_fn(model(x), y).backward()
+        opt.step()
+        sched.step()
+"""
+from . import lr_scheduler
+from .adam import Adam, AdamW, adam_update
+from .optimizer import Optimizer
+from .rmsprop import RMSprop, rmsprop_update
+from .sgd import SGD, sgd_update
+
+__all__ = ["Adam", "AdamW", "Optimizer", "RMSprop", "SGD", "adam_update", "lr_scheduler", "rmsprop_update",
+           "sgd_update"]
