@@ -25,6 +25,8 @@ from .ops import (abs, add, all, allclose, amax, amin, any, argmax, argmin, bmm,
                   narrow, ne, neg, norm, one_hot, permute, pow, prod, repeat, reshape, rsqrt, sign, sin, split,
                   sqrt, square, squeeze, stack, std, sub, sum, t, transpose, tril, triu, unflatten,
                   unsqueeze, var, where)
+from . import nn, optim, utils, datasets  # noqa: E402  (features on top of the core)
+from .serialization import CheckpointError, load, save  # noqa: E402
 from .random import Generator, default_generator, initial_seed, manual_seed, seed, get_rng_state, set_rng_state
 
 __version__ = "0.1.0"

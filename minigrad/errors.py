@@ -54,6 +54,14 @@ class OutOfMemoryError(MinigradError, RuntimeError):
     """The memory pool could not satisfy a request, even after releasing its cache."""
 
 
+class CheckpointError(MinigradError, ValueError):
+    """A checkpoint file that is truncated, corrupt, foreign or of an unsupported version."""
+
+
+class WorkerError(MinigradError, RuntimeError):
+    """A DataLoader worker process failed; the message carries the worker's traceback."""
+
+
 def shape_str(x):
     """(3, 4) for shapes, tensors and arrays alike; used in messages."""
     shape = getattr(x, "shape", x)

@@ -34,9 +34,12 @@ _WORKER_POLL_S = 1.0  # how often an idle worker checks that its parent is still
 _worker_info = None
 
 
-class WorkerError(MinigradError, RuntimeError):
-    """A DataLoader worker failed: it died, timed out, or raised an exception whose type cannot be rebuilt
-    in the main process. The message carries the worker's traceback."""
+try:
+    from ...errors import WorkerError  # once the error moves to minigrad/errors.py
+except ImportError:
+    class WorkerError(MinigradError, RuntimeError):
+        """A DataLoader worker failed: it died, timed out, or raised an exception whose type cannot be
+        rebuilt in the main process. The message carries the worker's traceback."""
 
 
 class WorkerInfo:
