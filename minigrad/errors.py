@@ -54,6 +54,10 @@ class OutOfMemoryError(MinigradError, RuntimeError):
     """The memory pool could not satisfy a request, even after releasing its cache."""
 
 
+class StateDictError(MinigradError, RuntimeError):
+    """load_state_dict found missing, unexpected or shape-mismatched keys (all listed in the message)."""
+
+
 class CheckpointError(MinigradError, ValueError):
     """A checkpoint file that is truncated, corrupt, foreign or of an unsupported version."""
 

@@ -102,6 +102,20 @@ class Tensor:
 
     __hash__ = object.__hash__
 
+    # --- copying and pickling: values and requires_grad, never graph state ------------------------
+    def __deepcopy__(self, memo):
+        if self.grad_fn is not None:
+            raise AutogradError("deepcopy: only leaf tensors can be deep-copied (detach() first)")
+        t = Tensor._make(self.data.copy(), self.device, self.requires_grad)
+        if self.grad is not None:
+            t.grad = Tensor._make(self.grad.data.copy(), self.device)
+        memo[id(self)] = t
+        return t
+
+    def __reduce_ex__(self, protocol):
+        host = get_backend(self.device).to_host(self.data)
+        return (_rebuild, (host, str(self.device), self.requires_grad))
+
     # --- conversion -------------------------------------------------------------------------------
     def numpy(self):
         if self.requires_grad and grad_mode.is_grad_enabled():
@@ -431,6 +445,11 @@ class Tensor:
 
     def normal_(self, mean=0.0, std=1.0, generator=None):
         return _ops.random_fill_(self, "normal", mean, std, generator)
+
+
+def _rebuild(host, device, requires_grad):
+    """Unpickle a tensor (DataLoader workers, deepcopy of containers); weights use mg.save, not pickle."""
+    return tensor(host, device=device, requires_grad=requires_grad)
 
 
 class _RemovableHandle:

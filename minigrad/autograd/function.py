@@ -53,10 +53,11 @@ class Function:
     # --- ctx API used inside forward/backward ------------------------------------------------------
     def save_for_backward(self, *arrays):
         """Keep arrays for backward. In-place changes to them before backward are detected."""
-        if _saved_hooks:
-            pack, unpack = _saved_hooks[-1]
-            self._unpack = unpack
-            arrays = tuple(None if a is None else pack(a) for a in arrays)
+        if _saved_hooks:  # pack arrays only: numbers and None saved alongside pass through untouched
+            pack, self._unpack = _saved_hooks[-1]
+            self._packed = tuple(isinstance(a, self.xp.ndarray) for a in arrays)
+            self._raw = arrays  # apply() takes the version records from these, then drops them
+            arrays = tuple(pack(a) if p else a for a, p in zip(arrays, self._packed))
         self._saved = arrays
 
     @property
@@ -67,7 +68,8 @@ class Function:
                 f"tensors after they were freed). Pass retain_graph=True to the first backward() "
                 f"if you need to backward twice.")
         unpack = self._unpack
-        return self._saved if unpack is None else tuple(None if a is None else unpack(a) for a in self._saved)
+        return self._saved if unpack is None else tuple(unpack(a) if p else a
+                                                        for a, p in zip(self._saved, self._packed))
 
     def empty(self, shape, dtype):
         """Uninitialised storage on this op's device, from the memory pool when one is installed.
@@ -136,6 +138,8 @@ class Function:
                              if isinstance(a, Tensor) and a.requires_grad else None for a in args)
             saved = ctx._saved
             if saved:
+                if ctx._unpack is not None:  # packed by saved_tensors_hooks: record the originals' versions
+                    saved, ctx._raw = ctx._raw, None
                 ctx._versions = _version_records(saved, args, out, result)
         return result
 

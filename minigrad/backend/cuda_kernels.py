@@ -120,10 +120,18 @@ _adam = cupy.ElementwiseKernel(
     """, "minigrad_adam")
 
 
-def sgd_(param, grad, buf, lr, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False, first=False):
-    """SGD step in place on ``param`` (and the momentum ``buf``), PyTorch's formula."""
+_sgd_plain = cupy.ElementwiseKernel("T g, T lr, T wd", "T p", "p = p - lr * (g + wd * p)", "minigrad_sgd_plain")
+
+
+def sgd_(param, grad, buf, lr, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False):
+    """SGD step in place on ``param`` (and the momentum ``buf``, created on the first step); PyTorch's
+    formula. Returns the momentum buffer (None without momentum)."""
     t = param.dtype.type
-    if buf is None:
+    if momentum == 0:
+        _sgd_plain(grad, t(lr), t(weight_decay), param)
+        return None
+    first = buf is None
+    if first:
         buf = cupy.empty_like(param)
     _sgd(grad, t(lr), t(momentum), t(dampening), t(weight_decay), int(nesterov), int(first), param, buf)
     return buf

@@ -24,13 +24,9 @@ import numpy as np
 from ..autograd import grad_mode
 from ..backend import dtypes
 from ..backend.device import Device, device as _device, get_backend
-from ..errors import ArgumentError, DTypeError, MinigradError
+from ..errors import ArgumentError, DTypeError, MinigradError, StateDictError  # noqa: F401
 from ..tensor import Tensor
 from .parameter import Parameter
-
-
-class StateDictError(MinigradError, RuntimeError):
-    """load_state_dict found missing, unexpected or shape-mismatched keys (all listed in the message)."""
 
 
 class _IncompatibleKeys(collections.namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])):

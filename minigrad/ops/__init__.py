@@ -56,10 +56,11 @@ def _fix_float64(out, *inputs):
     return out
 
 
-def _dim(dim, axis, name="dim"):
+def _dim(dim, axis, op):
+    """``dim``, or its NumPy alias ``axis``; a list becomes a tuple."""
     if axis is not None:
         if dim is not None:
-            raise ArgumentError(f"got both dim and axis")
+            raise ArgumentError(f"{op}: got both dim and axis")
         dim = axis
     if isinstance(dim, list):
         dim = tuple(dim)
@@ -331,7 +332,7 @@ def allclose(a, b, rtol=1e-5, atol=1e-8):
 
 # --- reductions ------------------------------------------------------------------------------------
 def _reduce_args(a, dim, axis, keepdim, keepdims, op):
-    dim = _norm_dim(_dim(dim, axis), a.ndim, op)
+    dim = _norm_dim(_dim(dim, axis, op), a.ndim, op)
     if keepdims is not None:
         keepdim = keepdims
     return dim, bool(keepdim)
@@ -419,7 +420,7 @@ def amin(a, dim=None, keepdim=False, *, axis=None, keepdims=None):
 
 def _arg_reduce(a, dim, keepdim, axis, take_min):
     op = "argmin" if take_min else "argmax"
-    dim = _norm_dim(_dim(dim, axis), a.ndim, op)
+    dim = _norm_dim(_dim(dim, axis, op), a.ndim, op)
     xp = a.device.xp
     try:
         res = (xp.argmin if take_min else xp.argmax)(a.data, axis=dim)
@@ -455,7 +456,7 @@ def prod(a, dim=None, keepdim=False, *, axis=None, keepdims=None):
 
 
 def cumsum(a, dim=None, *, axis=None):
-    dim = _norm_dim(_dim(dim, axis), a.ndim, "cumsum")
+    dim = _norm_dim(_dim(dim, axis, "cumsum"), a.ndim, "cumsum")
     if dim is None:
         raise ArgumentError("cumsum: dim is required")
     return R.Cumsum.apply(a, dim)
@@ -628,7 +629,7 @@ def _check_same(tensors, op):
 def cat(tensors, dim=None, *, axis=None):
     tensors = list(tensors)
     _check_same(tensors, "cat")
-    dim = _norm_dim(_dim(dim, axis) or 0, tensors[0].ndim, "cat")
+    dim = _norm_dim(_dim(dim, axis, "cat") or 0, tensors[0].ndim, "cat")
     ref = tensors[0].shape
     for i, x in enumerate(tensors):
         if x.ndim != len(ref) or builtins.any(s != r for j, (s, r) in enumerate(zip(x.shape, ref)) if j != dim):
@@ -645,7 +646,7 @@ concatenate = concat = cat
 def stack(tensors, dim=None, *, axis=None):
     tensors = list(tensors)
     _check_same(tensors, "stack")
-    dim = _dim(dim, axis) or 0
+    dim = _dim(dim, axis, "stack") or 0
     n = tensors[0].ndim + 1
     if not -n <= dim < n:
         raise OpIndexError(f"stack: dim {dim} is out of range for {n}-dim results")
@@ -822,6 +823,20 @@ def _bump(t):
     return t
 
 
+def _write(t, index, values, op):
+    """``t.data[index] = values``, then bump the version; NumPy's complaints become minigrad errors."""
+    if not getattr(t.data.flags, "writeable", True):
+        raise ShapeError(f"{op}: the tensor of shape {tuple(t.shape)} is a broadcast view (expand) whose "
+                         f"elements share memory; clone() it before writing in place")
+    try:
+        t.data[index] = values
+    except IndexError as e:
+        raise OpIndexError(f"{op}: {e} (tensor shape {tuple(t.shape)})") from None
+    except (ValueError, TypeError) as e:
+        raise ShapeError(f"{op}: {e} (tensor shape {tuple(t.shape)})") from None
+    return _bump(t)
+
+
 def _rebase(t, result, op):
     """Make the in-place op's result ``t``'s new value and history."""
     if t._is_view:
@@ -832,10 +847,10 @@ def _rebase(t, result, op):
                          f"shape {tuple(t.shape)}")
     if result.data.dtype != t.data.dtype:
         result = cast(result, t.dtype)
-    t.data[...] = result.data
+    _write(t, ..., result.data, op)
     t.grad_fn = result.grad_fn
     t.requires_grad = result.requires_grad
-    return _bump(t)
+    return t
 
 
 def _snapshot(t):
@@ -853,9 +868,6 @@ def inplace(t, fn, *args):
     tracking = _grad.enabled and (t.requires_grad or builtins.any(
         isinstance(x, Tensor) and x.requires_grad for x in args))
     if tracking:
-        if t._is_view:
-            raise AutogradError(f"{op}: in-place autograd on a view is not supported by minigrad; "
-                                f"use an out-of-place op")
         snap = _snapshot(t)
         return _rebase(t, fn(snap, *(snap if a is t else a for a in args)), op)
     with grad_mode.no_grad():
@@ -865,8 +877,7 @@ def inplace(t, fn, *args):
                          f"shape {tuple(t.shape)}")
     if not np.can_cast(result.data.dtype, t.data.dtype, "same_kind"):
         raise DTypeError(f"{op}: result type {result.dtype} can't be cast to the tensor's dtype {t.dtype}")
-    t.data[...] = result.data
-    return _bump(t)
+    return _write(t, ..., result.data, op)
 
 
 def setitem_(t, index, value):
@@ -876,19 +887,15 @@ def setitem_(t, index, value):
         raise DeviceError(f"setitem: value on {value.device} for a tensor on {t.device}")
     if _grad.enabled and (t.requires_grad or (isinstance(value, Tensor) and value.requires_grad)):
         v = value if isinstance(value, Tensor) else _operand(value, t)
+        if isinstance(v, Tensor) and v.data.dtype != t.data.dtype:
+            v = cast(v, t.dtype)  # the gradient is cast back to the value's dtype
         return _rebase(t, I.SetItem.apply(t, idx, v), "setitem")
-    v = value.data if isinstance(value, Tensor) else value
-    try:
-        t.data[idx] = v
-    except (ValueError, IndexError, TypeError) as e:
-        raise ShapeError(f"setitem: {e} (tensor shape {tuple(t.shape)})") from None
-    return _bump(t)
+    return _write(t, idx, value.data if isinstance(value, Tensor) else value, "setitem")
 
 
 def fill_(t, value):
     _check_inplace(t, "fill_")
-    t.data[...] = value.item() if isinstance(value, Tensor) else value
-    return _bump(t)
+    return _write(t, ..., value.item() if isinstance(value, Tensor) else value, "fill_")
 
 
 def copy_(t, src):
@@ -900,12 +907,7 @@ def copy_(t, src):
         return _rebase(t, expand(moved, *t.shape) + 0 if moved.shape != t.shape else clone(moved), "copy_")
     data = src.data if src.device == t.device else get_backend(t.device).asarray(
         get_backend(src.device).to_host(src.data))
-    try:
-        t.data[...] = data
-    except ValueError:
-        raise ShapeError(f"copy_: source of shape {tuple(src.shape)} does not broadcast to "
-                         f"{tuple(t.shape)}") from None
-    return _bump(t)
+    return _write(t, ..., data, "copy_")
 
 
 def random_fill_(t, kind, a, b, generator):
@@ -913,8 +915,7 @@ def random_fill_(t, kind, a, b, generator):
     _check_inplace(t, kind + "_")
     rng = host_rng(generator)
     host = rng.uniform(a, b, t.shape) if kind == "uniform" else rng.normal(a, b, t.shape)
-    t.data[...] = t.device.backend.asarray(host.astype(t.data.dtype))
-    return _bump(t)
+    return _write(t, ..., t.device.backend.asarray(host.astype(t.data.dtype)), kind + "_")
 
 
 def all(a, dim=None, keepdim=False):

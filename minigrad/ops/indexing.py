@@ -2,6 +2,8 @@
 
 The backward of advanced indexing scatter-ADDS, so repeated indices accumulate their gradients.
 """
+import numbers
+
 from ..autograd.function import Function
 
 
@@ -17,7 +19,7 @@ def scatter_add(xp, target, index, values):
 def is_basic(index):
     """True when ``index`` only uses ints, slices, None and Ellipsis (the result is a view)."""
     items = index if isinstance(index, tuple) else (index,)
-    return all(i is None or i is Ellipsis or isinstance(i, (int, slice)) for i in items)
+    return all(i is None or i is Ellipsis or isinstance(i, (numbers.Integral, slice)) for i in items)
 
 
 class GetItem(Function):

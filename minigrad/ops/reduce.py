@@ -153,14 +153,13 @@ class Prod(Function):
         a, = ctx.saved_tensors
         axis, keepdim = ctx.meta
         xp = ctx.xp
-        x = a.reshape(-1) if axis is None else a
         ax = 0 if axis is None else axis
-        ones = xp.ones_like(xp.take(x, [0], axis=ax))
-        left = xp.cumprod(xp.concatenate([ones, xp.take(x, range(x.shape[ax] - 1), axis=ax)], axis=ax), axis=ax)
-        rev = xp.flip(x, axis=ax)
-        right = xp.flip(xp.cumprod(xp.concatenate([ones, xp.take(rev, range(x.shape[ax] - 1), axis=ax)],
-                                                  axis=ax), axis=ax), axis=ax)
-        others = (left * right).reshape(a.shape)
+        x = xp.moveaxis(a.reshape(-1) if axis is None else a, ax, -1)  # the reduced dim last
+        ones = xp.ones_like(x[..., :1])
+        # d prod / d x_i = (x_0 ... x_{i-1}) * (x_{i+1} ... x_{n-1}): products left and right of i
+        left = xp.cumprod(xp.concatenate([ones, x[..., :-1]], axis=-1), axis=-1)
+        right = xp.cumprod(xp.concatenate([ones, x[..., :0:-1]], axis=-1), axis=-1)[..., ::-1]
+        others = xp.moveaxis(left * right, -1, ax).reshape(a.shape)
         g = _expand_back(xp, grad, a.shape, axis, keepdim)
         return g * others, None, None
 

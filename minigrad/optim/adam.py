@@ -11,7 +11,7 @@ import math
 
 from ..errors import ArgumentError
 from ..tensor import Tensor
-from .optimizer import Optimizer, state_tensor
+from .optimizer import Optimizer, axpy_, state_tensor
 
 
 def adam_update(xp, p, g, m, v, v_max, step, lr, beta1, beta2, eps, weight_decay, decoupled, maximize):
@@ -24,13 +24,11 @@ def adam_update(xp, p, g, m, v, v_max, step, lr, beta1, beta2, eps, weight_decay
             p *= 1 - lr * weight_decay
         else:
             g = p * weight_decay + g
-    tmp = xp.multiply(g, 1 - beta1)                 # the one full-size temporary
     m *= beta1
-    m += tmp
-    xp.multiply(g, g, out=tmp)
-    tmp *= 1 - beta2
+    axpy_(xp, 1 - beta1, g, m)
+    tmp = xp.multiply(g, g)                         # the one full-size temporary
     v *= beta2
-    v += tmp
+    axpy_(xp, 1 - beta2, tmp, v)
     if v_max is not None:
         xp.maximum(v_max, v, out=v_max)
         v = v_max
@@ -40,8 +38,16 @@ def adam_update(xp, p, g, m, v, v_max, step, lr, beta1, beta2, eps, weight_decay
     tmp /= bias_correction2_sqrt
     tmp += eps
     xp.divide(m, tmp, out=tmp)
-    tmp *= -lr / bias_correction1
-    p += tmp
+    axpy_(xp, -lr / bias_correction1, tmp, p)
+
+
+def adam_update_fused(xp, p, g, m, v, v_max, step, lr, beta1, beta2, eps, weight_decay, decoupled, maximize):
+    """The same step as ``adam_update`` in one CuPy kernel launch (GPU only; AMSGrad/maximize fall back)."""
+    if v_max is not None or maximize:
+        return adam_update(xp, p, g, m, v, v_max, step, lr, beta1, beta2, eps, weight_decay, decoupled,
+                           maximize)
+    from ..backend import cuda_kernels  # imported only where CuPy runs
+    cuda_kernels.adam_(p, g, m, v, lr, beta1, beta2, eps, weight_decay, step, decoupled)
 
 
 class Adam(Optimizer):
@@ -51,7 +57,7 @@ class Adam(Optimizer):
     State per parameter: 'step' (int), 'exp_avg', 'exp_avg_sq' (and 'max_exp_avg_sq' with amsgrad).
     """
 
-    kernels = {"default": adam_update}
+    kernels = {"default": adam_update, "fused": adam_update_fused}
     _decoupled = False
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, amsgrad=False, *,

@@ -172,6 +172,10 @@ class MultiStepLR(LRScheduler):
             return self._groups_lr()
         return [lr * self.gamma ** self.milestones[self.last_epoch] for lr in self._groups_lr()]
 
+    def load_state_dict(self, state_dict):
+        super().load_state_dict(state_dict)
+        self.milestones = Counter(self.milestones)   # a plain dict after mg.save / mg.load
+
     def _get_closed_form_lr(self):
         milestones = sorted(self.milestones.elements())
         return [base * self.gamma ** bisect_right(milestones, self.last_epoch) for base in self.base_lrs]

@@ -8,7 +8,7 @@
     p = p - lr * g / avg                                             (otherwise)
 """
 from ..errors import ArgumentError
-from .optimizer import Optimizer, state_tensor
+from .optimizer import Optimizer, axpy_, state_tensor
 
 
 def rmsprop_update(xp, p, g, square_avg, grad_avg, buf, lr, alpha, eps, weight_decay, momentum, maximize):
@@ -17,14 +17,12 @@ def rmsprop_update(xp, p, g, square_avg, grad_avg, buf, lr, alpha, eps, weight_d
         g = xp.negative(g)
     if weight_decay != 0:
         g = p * weight_decay + g
-    tmp = xp.multiply(g, g)
-    tmp *= 1 - alpha
+    tmp = xp.multiply(g, g)                         # the one full-size temporary
     square_avg *= alpha
-    square_avg += tmp
+    axpy_(xp, 1 - alpha, tmp, square_avg)
     if grad_avg is not None:
-        xp.multiply(g, 1 - alpha, out=tmp)
         grad_avg *= alpha
-        grad_avg += tmp
+        axpy_(xp, 1 - alpha, g, grad_avg)
         xp.multiply(grad_avg, grad_avg, out=tmp)
         xp.subtract(square_avg, tmp, out=tmp)
         xp.sqrt(tmp, out=tmp)
@@ -35,10 +33,9 @@ def rmsprop_update(xp, p, g, square_avg, grad_avg, buf, lr, alpha, eps, weight_d
     if buf is not None:
         buf *= momentum
         buf += tmp
-        xp.multiply(buf, -lr, out=tmp)
+        axpy_(xp, -lr, buf, p)
     else:
-        tmp *= -lr
-    p += tmp
+        axpy_(xp, -lr, tmp, p)
 
 
 class RMSprop(Optimizer):

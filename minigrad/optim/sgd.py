@@ -9,7 +9,7 @@
 """
 from ..errors import ArgumentError
 from ..tensor import Tensor
-from .optimizer import Optimizer
+from .optimizer import Optimizer, axpy_
 
 
 def sgd_update(xp, p, g, buf, lr, momentum, dampening, nesterov, weight_decay, maximize):
@@ -30,34 +30,31 @@ def sgd_update(xp, p, g, buf, lr, momentum, dampening, nesterov, weight_decay, m
         d = g
     if momentum != 0:
         if buf is None:
-            buf = d if own and not nesterov else d.copy()
+            buf = d if own else d.copy()       # PyTorch: clone(d)
         else:
             buf *= momentum
-            if dampening == 0:
-                buf += d
-            else:
-                buf += (1 - dampening) * d
+            axpy_(xp, 1 - dampening, d, buf)
         if nesterov:
-            if own:
-                d += momentum * buf
-            else:
-                d = d + momentum * buf
-                own = True
+            axpy_(xp, -lr * momentum, buf, p)   # p -= lr * (d + momentum * buf)
         else:
-            d, own = buf, False
-    if own:
-        d *= -lr
-        p += d
-    else:
-        p -= lr * d
+            d = buf
+    axpy_(xp, -lr, d, p)
     return buf
+
+
+def sgd_update_fused(xp, p, g, buf, lr, momentum, dampening, nesterov, weight_decay, maximize):
+    """The same step as ``sgd_update`` in one CuPy kernel launch (GPU only)."""
+    if maximize:
+        return sgd_update(xp, p, g, buf, lr, momentum, dampening, nesterov, weight_decay, maximize)
+    from ..backend import cuda_kernels  # imported only where CuPy runs
+    return cuda_kernels.sgd_(p, g, buf, lr, momentum, dampening, weight_decay, nesterov)
 
 
 class SGD(Optimizer):
     """Stochastic gradient descent (PyTorch's formulas; defaults lr=1e-3, momentum=0, dampening=0,
     weight_decay=0, nesterov=False, maximize=False). State per parameter: 'momentum_buffer'."""
 
-    kernels = {"default": sgd_update}
+    kernels = {"default": sgd_update, "fused": sgd_update_fused}
 
     def __init__(self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False, *,
                  maximize=False):
