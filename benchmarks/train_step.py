@@ -49,12 +49,13 @@ def mlp_flops(batch):
     return fwd + dw + dx
 
 
-def minigrad_mlp(batch, lr=0.01):
+def minigrad_mlp(batch, lr=0.01, device="cpu"):
     mg.manual_seed(0)
-    model = nn.Sequential(nn.Linear(784, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(), nn.Linear(1024, 10))
+    model = nn.Sequential(nn.Linear(784, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(),
+                          nn.Linear(1024, 10)).to(device)
     opt = mg.optim.SGD(model.parameters(), lr=lr)
-    x = mg.randn(batch, 784)
-    y = mg.randint(0, 10, (batch,))
+    x = mg.randn(batch, 784, device=device)
+    y = mg.randint(0, 10, (batch,), device=device)
 
     def step():
         opt.zero_grad(set_to_none=True)
@@ -64,14 +65,14 @@ def minigrad_mlp(batch, lr=0.01):
     return step, model, x
 
 
-def torch_mlp(torch, batch, lr=0.01):
+def torch_mlp(torch, batch, lr=0.01, device="cpu"):
     torch.manual_seed(0)
     tnn = torch.nn
     model = tnn.Sequential(tnn.Linear(784, 1024), tnn.ReLU(), tnn.Linear(1024, 1024), tnn.ReLU(),
-                           tnn.Linear(1024, 10))
+                           tnn.Linear(1024, 10)).to(device)
     opt = torch.optim.SGD(model.parameters(), lr=lr)
-    x = torch.randn(batch, 784)
-    y = torch.randint(0, 10, (batch,))
+    x = torch.randn(batch, 784, device=device)
+    y = torch.randint(0, 10, (batch,), device=device)
 
     def step():
         opt.zero_grad(set_to_none=True)
@@ -187,12 +188,12 @@ def bench_cnn(torch, args, rows):
 
 
 # --- transformer block ------------------------------------------------------------------------------
-def minigrad_block(batch=16, seq=128, d=256, heads=4):
+def minigrad_block(batch=16, seq=128, d=256, heads=4, device="cpu"):
     mg.manual_seed(0)
-    block = nn.TransformerBlock(d, heads)
+    block = nn.TransformerBlock(d, heads).to(device)
     opt = mg.optim.SGD(block.parameters(), lr=0.01)
-    x = mg.randn(batch, seq, d)
-    r = mg.randn(batch, seq, d)
+    x = mg.randn(batch, seq, d, device=device)
+    r = mg.randn(batch, seq, d, device=device)
 
     def step():
         opt.zero_grad()
@@ -201,7 +202,7 @@ def minigrad_block(batch=16, seq=128, d=256, heads=4):
     return step
 
 
-def torch_block(torch, batch=16, seq=128, d=256, heads=4):
+def torch_block(torch, batch=16, seq=128, d=256, heads=4, device="cpu"):
     torch.manual_seed(0)
     tnn = torch.nn
 
@@ -217,11 +218,11 @@ def torch_block(torch, batch=16, seq=128, d=256, heads=4):
             x = x + self.attn(h, h, h, need_weights=False, attn_mask=mask, is_causal=True)[0]
             return x + self.mlp(self.ln2(x))
 
-    block = Block()
-    mask = torch.nn.Transformer.generate_square_subsequent_mask(seq)
+    block = Block().to(device)
+    mask = torch.nn.Transformer.generate_square_subsequent_mask(seq, device=device)
     opt = torch.optim.SGD(block.parameters(), lr=0.01)
-    x = torch.randn(batch, seq, d)
-    r = torch.randn(batch, seq, d)
+    x = torch.randn(batch, seq, d, device=device)
+    r = torch.randn(batch, seq, d, device=device)
 
     def step():
         opt.zero_grad()
