@@ -22,7 +22,7 @@ from .ops import (abs, add, all, allclose, amax, amin, any, argmax, argmin, bmm,
                   clamp, clip, clone, concat, concatenate, cos, cumsum, div, divide, eq, equal, exp, expand,
                   flatten, flip, gather, ge, gt, isfinite, isinf, isnan, le, log, logical_and, logical_not,
                   logical_or, logsumexp, lt, masked_fill, matmul, max, maximum, mean, min, minimum, mm, mul,
-                  narrow, ne, neg, norm, one_hot, permute, pow, prod, repeat, reshape, rsqrt, sign, sin, split,
+                  narrow, ne, neg, norm, one_hot, pad, permute, pow, prod, repeat, reshape, rsqrt, sign, sin, split,
                   sqrt, square, squeeze, stack, std, sub, sum, t, transpose, tril, triu, unflatten,
                   unsqueeze, var, where)
 from . import nn, optim, utils, datasets  # noqa: E402  (features on top of the core)

@@ -120,10 +120,13 @@ class Function:
             if LEGACY_PROMOTION and out.dtype.char == "d" and not cls.exact_dtype:
                 out = _undo_legacy_promotion(out, raw)
             if alloc is not None:
-                out = alloc.adopt(out)
+                pooled = alloc.adopt(out)
+                if pooled is not out and ctx._saved:
+                    _resave(ctx, out, pooled)
+                out = pooled
         except MinigradError:
             raise
-        except (ValueError, TypeError, IndexError, ZeroDivisionError, AttributeError, OverflowError) as e:
+        except (ValueError, TypeError, IndexError, ZeroDivisionError, OverflowError) as e:
             raise _op_error(cls.name, args, e) from None
         finally:
             if alloc is not None:
@@ -142,6 +145,14 @@ class Function:
                     saved, ctx._raw = ctx._raw, None
                 ctx._versions = _version_records(saved, args, out, result)
         return result
+
+
+def _resave(ctx, old, new):
+    """The pool copied the output into its storage: an op that saved its output must keep that copy (one
+    array in memory, and in-place changes to the output stay detectable by the version check)."""
+    ctx._saved = tuple(new if s is old else s for s in ctx._saved)
+    if ctx._unpack is not None:
+        ctx._raw = tuple(new if s is old else s for s in ctx._raw)
 
 
 def _undo_legacy_promotion(out, raw):

@@ -17,6 +17,7 @@ from ..ops.nn import linear as _lin
 from ..ops.nn import loss as _loss
 from ..ops.nn import norm as _norm
 from ..ops.nn import pool as _pool
+from ..ops import one_hot, pad  # noqa: E402,F401  (PyTorch exposes both in nn.functional)
 from ..ops.nn._util import check_reduction, normalize_dim
 
 __all__ = [
