@@ -93,12 +93,11 @@ def _format_error(exc, _cell_prefix="<cell "):
     import traceback
     frames = traceback.extract_tb(exc.__traceback__)
     mine = [f for f in frames if f.filename.startswith(_cell_prefix)]
-    shown = mine or frames[-1:]
-    lines = traceback.format_list(shown)
+    lines = traceback.format_list(mine)     # the harness's own frames mean nothing to a student
     lines += traceback.format_exception_only(type(exc), exc)
     text = "".join(lines)
     return {"type": type(exc).__name__, "message": str(exc)[:2000], "traceback": text[-6000:],
-            "in_student_code": bool(mine)}
+            "in_student_code": bool(mine) or isinstance(exc, SyntaxError)}
 
 
 def main():
@@ -143,6 +142,11 @@ def main():
     import types
     module = types.ModuleType("submission")
     module.__dict__["__builtins__"] = __builtins__
+    import builtins
+
+    def exit(code=None):   # what `site` would have defined; it raises SystemExit like in Jupyter
+        raise SystemExit(code)
+    builtins.exit = builtins.quit = exit
     sys.modules["submission"] = module
     cell_report = []
     for i, cell in enumerate(job["cells"]):

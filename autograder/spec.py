@@ -90,6 +90,7 @@ def _short(v: Any) -> str:
 @dataclass
 class Test:
     """A graded test: `points` for passing every case (or a share of them when `partial`)."""
+    __test__ = False   # not a pytest class
     name: str
     points: float
     observe: Callable[..., dict]                 # child: observe(ns, case) -> {name: array}
@@ -133,6 +134,9 @@ class Assignment:
     memory_mb: int = 2048          # address-space limit of the child
     run_student_dependencies: bool = True   # also run the student's cells of earlier parts (guarded),
     #                                         so their helpers exist; the reference then overrides them
+    forbidden: list[str] = field(default_factory=list)   # regexes: a graded cell matching one scores 0
+    #   for its part (e.g. r"minigrad\.ops" when students rewrite minigrad's ops). A static deterrent for
+    #   copying the library the sandbox must import anyway; obfuscation gets past it (see README).
     # filled by the loader
     module_name: str = ""
     spec_file: str = ""

@@ -159,7 +159,12 @@ def _run_hooks(node, g):
     for hook in node._pre_hooks:
         out = hook(Tensor._make(g, dev))
         if out is not None:
-            g = out.data if isinstance(out, Tensor) else out
+            new = out.data if isinstance(out, Tensor) else out
+            if new.shape != g.shape or new.dtype != g.dtype:
+                raise GradientError(f"{node.name}: a tensor hook returned a gradient of shape "
+                                    f"{tuple(new.shape)} ({new.dtype}) for one of shape {tuple(g.shape)} "
+                                    f"({g.dtype})")
+            g = new
     return g
 
 
