@@ -124,6 +124,9 @@ class Function:
                 if pooled is not out and ctx._saved:
                     _resave(ctx, out, pooled)
                 out = pooled
+                if track and ctx._saved and ctx._unpack is None:
+                    # intermediates saved for backward are activation memory too: keep them in the pool
+                    ctx._saved = tuple(alloc.adopt(a) if type(a) is be.array_type else a for a in ctx._saved)
         except MinigradError:
             raise
         except (ValueError, TypeError, IndexError, ZeroDivisionError, OverflowError) as e:
