@@ -5,9 +5,8 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-dev
 BENCH_VENV := .venv-bench
 BENCH_PY   := $(BENCH_VENV)/bin/python
-A ?= a1
 
-.PHONY: venv test test-fast demo bench gpu-check assignments check-assignments grade lab clean
+.PHONY: venv test test-fast demo bench gpu-check assignments grade gradescope lab clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -21,6 +20,7 @@ venv: $(STAMP)
 # so device dispatch, transfers and mixing errors are exercised without a GPU (make gpu-check runs them
 # on a real GPU).
 test: $(STAMP)
+	$(PY) -m autograder generate --check
 	MINIGRAD_EMULATE_CUDA=1 $(PY) -m pytest -q -n 2 -p no:cacheprovider
 
 test-fast: $(STAMP)
@@ -44,6 +44,18 @@ bench: $(BENCH_VENV)/.installed
 # (no installs, no network). Results land in $${OUT:-results}/.
 gpu-check:
 	bash benchmarks/gpu_check.sh
+
+# The course: student notebooks are generated from solutions/ (the single source of truth).
+assignments: $(STAMP)
+	$(PY) -m autograder generate
+
+# Grade your own copy of an assignment: make grade A=a1
+A ?= a1
+grade: $(STAMP)
+	$(PY) -m autograder grade $(firstword $(wildcard assignments/$(A)_*.ipynb)) --assignment $(A)
+
+gradescope: $(STAMP)
+	$(PY) -m autograder gradescope-bundle $(A) --out dist
 
 lab: $(STAMP)
 	$(PY) -m pip install -q -e '.[course]'

@@ -1,0 +1,131 @@
+"""Student notebooks from solution notebooks: ``python -m autograder generate [--check]``.
+
+For every ``solutions/aN_*.ipynb`` this writes ``assignments/aN_*.ipynb`` where
+
+* every region between ``### BEGIN SOLUTION`` and ``### END SOLUTION`` in a code cell becomes
+  ``raise NotImplementedError(...)`` at the indentation of the ``BEGIN`` line (in markdown cells,
+  "YOUR ANSWER HERE");
+* cells marked ``metadata["grader"]["solution_only"] = true`` are dropped;
+* outputs and execution counts are cleared; metadata (the graded cells' ids) is kept;
+* the bytes are deterministic: nbformat's sorted-key JSON, cell ids derived from content when missing.
+
+``--check`` writes nothing and exits 1 if a committed assignment differs from what would be generated.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+import sys
+from pathlib import Path
+
+import nbformat
+
+from .notebook import GRADER_KEY, cell_grader_id
+
+BEGIN = re.compile(r"^(?P<indent>[ \t]*)#+\s*BEGIN SOLUTION\b")
+END = re.compile(r"^[ \t]*#+\s*END SOLUTION\b")
+MD_BEGIN = re.compile(r"^\s*(<!--\s*)?#+\s*BEGIN SOLUTION\b")
+MD_END = re.compile(r"^\s*(<!--\s*)?#+\s*END SOLUTION\b")
+
+
+class GenerateError(ValueError):
+    pass
+
+
+def strip_solutions(source: str, label: str, *, markdown: bool = False) -> str:
+    """Replace every solution region of one cell's source."""
+    out: list[str] = []
+    inside = False
+    begin_at = 0
+    lines = source.split("\n")
+    for n, line in enumerate(lines, 1):
+        if not inside:
+            m = (MD_BEGIN if markdown else BEGIN).match(line)
+            if m:
+                inside, begin_at = True, n
+                if markdown:
+                    out.append("YOUR ANSWER HERE")
+                else:
+                    ind = m.group("indent")
+                    out.append(f"{ind}# YOUR CODE HERE")
+                    out.append(f'{ind}raise NotImplementedError("{label}: replace this line with your code")')
+            elif (MD_END if markdown else END).match(line):
+                raise GenerateError(f"{label}: line {n}: END SOLUTION without BEGIN SOLUTION")
+            else:
+                out.append(line)
+        else:
+            if (MD_BEGIN if markdown else BEGIN).match(line):
+                raise GenerateError(f"{label}: line {n}: BEGIN SOLUTION inside the region begun on line {begin_at}")
+            if (MD_END if markdown else END).match(line):
+                inside = False
+    if inside:
+        raise GenerateError(f"{label}: BEGIN SOLUTION on line {begin_at} is never closed")
+    return "\n".join(out)
+
+
+def student_notebook(nb, name: str = ""):
+    """The student version of a solution notebook (a new object; `nb` is left alone)."""
+    nb = nbformat.from_dict(nb)
+    cells = []
+    for i, cell in enumerate(nb.cells):
+        meta = cell.get("metadata", {}).get(GRADER_KEY, {})
+        if isinstance(meta, dict) and meta.get("solution_only"):
+            continue
+        label = cell_grader_id(cell) or f"{name} cell {i}".strip()
+        cell.source = strip_solutions(cell.source, label, markdown=cell.cell_type == "markdown")
+        if cell.cell_type == "code":
+            cell.outputs = []
+            cell.execution_count = None
+        cell.metadata.pop("execution", None)      # nbclient timing metadata
+        cell.metadata.pop("collapsed", None)
+        if not cell.get("id"):
+            digest = hashlib.sha1(f"{i}\0{cell.source}".encode()).hexdigest()[:8]
+            cell["id"] = cell_grader_id(cell) or f"cell-{digest}"
+        cells.append(cell)
+    nb.cells = cells
+    return nb
+
+
+def render(nb) -> bytes:
+    text = nbformat.writes(nb, version=4)
+    return (text if text.endswith("\n") else text + "\n").encode("utf-8")
+
+
+def generate(src: Path, dst: Path) -> dict[Path, bytes]:
+    """{assignment path: bytes} for every solution notebook in `src`."""
+    out = {}
+    sources = sorted(p for p in src.glob("a*.ipynb") if re.match(r"^a\d+", p.stem))
+    for p in sources:
+        with open(p, encoding="utf-8") as f:
+            nb = nbformat.read(f, as_version=4)
+        out[dst / p.name] = render(student_notebook(nb, p.stem))
+    return out
+
+
+def main(src: Path = Path("solutions"), dst: Path = Path("assignments"), check: bool = False) -> int:
+    if not src.is_dir():
+        print(f"generate: no folder {src}: nothing to generate", file=sys.stderr)
+        return 0
+    try:
+        files = generate(src, dst)
+    except GenerateError as e:
+        print(f"generate: {e}", file=sys.stderr)
+        return 1
+    if check:
+        stale = [p for p, data in files.items() if not p.exists() or p.read_bytes() != data]
+        orphans = sorted(set(dst.glob("a*.ipynb")) - set(files)) if dst.is_dir() else []
+        for p in stale:
+            print(f"generate --check: {p} is {'missing' if not p.exists() else 'out of date'}", file=sys.stderr)
+        for p in orphans:
+            print(f"generate --check: {p} has no solution notebook in {src}", file=sys.stderr)
+        if stale or orphans:
+            print("run `make assignments` (python -m autograder generate) and commit the result", file=sys.stderr)
+            return 1
+        print(f"generate --check: {len(files)} assignment notebook(s) up to date")
+        return 0
+    dst.mkdir(parents=True, exist_ok=True)
+    for p, data in files.items():
+        if not p.exists() or p.read_bytes() != data:
+            p.write_bytes(data)
+            print(f"wrote {p}")
+    return 0

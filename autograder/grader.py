@@ -1,0 +1,361 @@
+"""Grading one notebook: one sandboxed child per part, every verdict computed here in the parent.
+
+For part *k* the child runs, in order: the spec's preamble; the student's cells of the earlier parts
+(guarded: their errors are ignored); the *reference* cells of the earlier parts (from the solution
+notebook), which override whatever the student's earlier cells defined; and the student's cells of part
+*k*. So a broken early part never cascades, and a child only ever receives reference code for parts
+that were graded before it. The child returns arrays; the parent judges them.
+
+If the child dies in the middle of a part (``os._exit``, a segfault), the cases that had not started are
+run again in a fresh child (at most `max_restarts` times), so one crash costs only the case that caused
+it. A dependency cell that crashes or hangs is left out of the later children.
+"""
+from __future__ import annotations
+
+import re
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from . import sandbox
+from .notebook import NotebookError, load_submission
+from .results import SubmissionResult, TestResult, worst
+from .spec import Assignment, Case, Part, Test, Verdict
+
+
+@dataclass
+class GradeOptions:
+    hidden: bool = False                    # add the hidden cases/tests (instructors, Gradescope)
+    timeout: float | None = None            # seconds per part; overrides the spec
+    memory_mb: int | None = None
+    artifacts_dir: str | Path | None = None  # where plots go (None: no plots)
+    plot_timeline: Callable | None = None   # plot_timeline(path, series, budget=..., title=...) -> path
+    max_restarts: int = 2
+    keep_sandbox: str | Path | None = None  # debugging: copy each sandbox folder here
+
+
+@dataclass
+class VerdictContext:
+    """Handed to verdict functions: where to put plots, and how to draw a memory timeline."""
+    assignment: Assignment
+    part: Part
+    test: Test
+    case: Case
+    artifact_dir: Path | None
+    plot_timeline: Callable | None = None
+    artifacts: list[str] = field(default_factory=list)
+
+    def artifact_path(self, stem: str, suffix: str = ".png") -> Path | None:
+        if self.artifact_dir is None:
+            return None
+        self.artifact_dir.mkdir(parents=True, exist_ok=True)
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in stem)
+        return self.artifact_dir / f"{self.part.id}_{self.test.name}_{safe}{suffix}".replace(" ", "_")
+
+    def timeline(self, stem: str, series: dict, *, budget: float | None = None, title: str = "") -> str | None:
+        """Save a memory timeline plot next to the report; returns its path (None if plots are off)."""
+        path = self.artifact_path(stem)
+        if path is None:
+            return None
+        fn = self.plot_timeline
+        if fn is None:
+            try:
+                from minigrad.memory import plot_timeline as fn   # the memory helper's plot, when present
+            except Exception:
+                from .verdicts import plot_timeline as fn
+        try:
+            out = fn(path, series, budget=budget, title=title)
+        except TypeError:
+            from .verdicts import plot_timeline
+            out = plot_timeline(path, series, budget=budget, title=title)
+        return str(out or path)
+
+
+# ---- reference cells ----------------------------------------------------------------------------------
+_reference_cache: dict[str, dict[str, list[tuple[str, str]]] | None] = {}
+
+
+def reference_cells(a: Assignment) -> dict[str, list[tuple[str, str]]] | None:
+    """{part id: [(cell id, source)]} from the solution notebook; None when there is none."""
+    if a.spec_file in _reference_cache:
+        return _reference_cache[a.spec_file]
+    path = a.solution_path()
+    ref = None
+    if path is not None:
+        sol = load_submission(path)
+        ref = {p.id: [(c, sol.cells[c]) for c in p.cells if c in sol.cells] for p in a.parts}
+        missing = [c for p in a.parts for c in p.cells if c not in sol.cells]
+        if missing:
+            raise ValueError(f"{a.name}: the solution notebook {path} lacks graded cells {missing}")
+    elif a.solution:
+        print(f"autograder: warning: {a.name}: solution notebook {a.solution} not found; earlier parts "
+              f"are not replaced by the reference (failures may cascade)", file=sys.stderr)
+    _reference_cache[a.spec_file] = ref
+    return ref
+
+
+# ---- one part -------------------------------------------------------------------------------------------
+@dataclass
+class _Job:
+    k: int
+    test: Test
+    case: Case
+    outcome: str = "pending"      # ok | error | timeout | crash | notrun | internal
+    obs: dict | None = None
+    message: str = ""
+
+
+def _student_error_message(err: dict, where: str = "") -> str:
+    etype = err.get("type", "Exception")
+    if etype == "NotImplementedError":
+        tb = err.get("traceback", "")
+        cell = ""
+        for line in tb.splitlines():
+            if '"<cell ' in line:
+                cell = line.split('"<cell ', 1)[1].split('>"', 1)[0]
+        loc = f" (NotImplementedError raised in cell '{cell}')" if cell else ""
+        return f"not implemented yet{loc}"
+    if etype in ("SystemExit", "KeyboardInterrupt"):
+        return (f"your code raised {etype}{where}: grading continues, but this test fails. Remove calls to "
+                f"sys.exit()/exit()/quit() and do not raise {etype}.")
+    head = f"{etype}{where}: {err.get('message', '')}"
+    if "File too large" in head:
+        head += " (your code wrote more output than the sandbox allows)"
+    if err.get("in_student_code"):     # otherwise the traceback is only the exception line again
+        return f"{head}\n{err.get('traceback', '').rstrip()}"
+    return head
+
+
+def _cells_for(a: Assignment, part: Part, sub_cells: dict[str, str], ref, bad_cells: set[str]) -> list[dict]:
+    cells = [{"id": "preamble", "role": "preamble", "source": a.preamble}]
+    earlier = a.parts[:a.parts.index(part)]
+    if ref is None or a.run_student_dependencies:
+        for q in earlier:
+            for cid in q.cells:
+                if cid in sub_cells and cid not in bad_cells:
+                    cells.append({"id": cid, "role": "dependency", "source": sub_cells[cid]})
+    if ref is not None:
+        for q in earlier:
+            for cid, src in ref[q.id]:
+                cells.append({"id": cid, "role": "reference", "source": src})
+    for cid in part.cells:
+        if cid in sub_cells:
+            cells.append({"id": cid, "role": "graded", "source": sub_cells[cid]})
+    return cells
+
+
+def grade_part(a: Assignment, part: Part, sub_cells: dict[str, str], opts: GradeOptions,
+               bad_cells: set[str], ref) -> tuple[list[TestResult], str, list[str]]:
+    """Returns (test results, status, notes)."""
+    tests = list(part.tests)
+    hidden_cases = a.hidden_cases() if opts.hidden else {}
+    if opts.hidden:
+        tests += a.hidden_tests().get(part.id, [])
+    jobs: list[_Job] = []
+    per_test: dict[str, list[_Job]] = {}
+    inputs: dict[str, np.ndarray] = {}
+    for t in tests:
+        cases = t.public_cases() + hidden_cases.get((part.id, t.name), [])
+        for c in cases:
+            job = _Job(len(jobs), t, c)
+            try:
+                c.inputs = dict(t.inputs(c.params)) if t.inputs else {}
+            except Exception as e:
+                job.outcome, job.message = "internal", f"grader error building the inputs: {e!r}"
+            for name, arr in c.inputs.items():
+                inputs[f"{job.k}/{name}"] = np.asarray(arr)
+            jobs.append(job)
+            per_test.setdefault(t.name, []).append(job)
+
+    notes: list[str] = []
+    status = "ok"
+    missing = [c for c in part.cells if c not in sub_cells]
+    for pattern in a.forbidden:
+        for cid in part.cells:
+            m = re.search(pattern, sub_cells.get(cid, ""))
+            if m:
+                line = sub_cells[cid][:m.start()].count("\n") + 1
+                for j in jobs:
+                    j.outcome = "forbidden"
+                    j.message = (f"cell '{cid}' line {line} uses `{m.group(0)}`, which this assignment asks "
+                                 f"you to write yourself")
+                break
+    cell_errors: list[str] = []
+    limits = sandbox.Limits(timeout_s=opts.timeout or part.timeout or a.timeout,
+                            memory_mb=opts.memory_mb or a.memory_mb)
+    remaining = [j for j in jobs if j.outcome == "pending"]
+    restarts = 0
+    while remaining:
+        cells = _cells_for(a, part, sub_cells, ref, bad_cells)
+        run = sandbox.run_child(
+            spec_file=a.spec_file, spec_module=a.module_name, cells=cells,
+            jobs=[{"k": j.k, "observe": j.test.observe.__name__, "params": j.case.params,
+                   "label": j.case.label} for j in remaining],
+            inputs={k: v for k, v in inputs.items() if int(k.split("/")[0]) in {j.k for j in remaining}},
+            limits=limits, keep=opts.keep_sandbox)
+        if not run.sandbox or not run.sandbox.get("ok"):
+            why = (run.sandbox or {}).get("error") or f"the child did not start ({run.describe_exit()}): " \
+                                                      f"{run.stderr_tail[-500:]}"
+            for j in remaining:
+                j.outcome, j.message = "internal", f"grader error: the sandbox could not be set up ({why})"
+            status = "error"
+            break
+        # the per-cell report: errors in this part's own cells explain failures below
+        if run.cells:
+            for c in run.cells:
+                if c.get("role") == "graded" and not c.get("ok"):
+                    msg = _student_error_message(c.get("error", {}), f" in cell '{c['id']}'")
+                    if msg not in cell_errors:
+                        cell_errors.append(msg)
+                if c.get("role") in ("preamble", "reference") and not c.get("ok"):
+                    notes.append(f"grader error: {c['role']} cell {c['id']} failed: "
+                                 f"{c.get('error', {}).get('message', '')}")
+                    status = worst(status, "error")
+        unfinished = [i for i in run.cell_started if i not in run.cell_done]
+        if unfinished:
+            cell = cells[unfinished[0]]
+            what = run.describe_exit()
+            if cell["role"] == "dependency" and restarts < opts.max_restarts:
+                bad_cells.add(cell["id"])
+                notes.append(f"cell '{cell['id']}' stopped the grader ({what}); later parts run without it")
+                restarts += 1
+                continue
+            kind = "timeout" if run.timed_out else "crash"
+            msg = f"while running cell '{cell['id']}', {what}."
+            for j in remaining:
+                j.outcome, j.message = kind, msg
+            status = worst(status, "timeout" if run.timed_out else "crashed")
+            break
+        for j in remaining:
+            st = run.status.get(j.k)
+            if st is not None:
+                if st.get("ok") and j.k in run.observations:
+                    j.outcome, j.obs = "ok", run.observations[j.k]
+                elif st.get("ok"):
+                    j.outcome = "error"
+                    j.message = ("the results of this case could not be read: "
+                                 + run.observation_errors.get(j.k, "no observations were written"))
+                else:
+                    j.outcome = "error"
+                    j.message = _student_error_message(st.get("error") or {})
+            elif j.k in run.started:
+                j.outcome = "timeout" if run.timed_out else "crash"
+                j.message = f"while running this case, {run.describe_exit()}."
+                status = worst(status, "timeout" if run.timed_out else "crashed")
+        remaining = [j for j in remaining if j.outcome == "pending"]
+        if not remaining or run.done:
+            for j in remaining:
+                j.outcome, j.message = "error", "no result was reported for this case"
+            break
+        if run.timed_out:
+            for j in remaining:
+                j.outcome, j.message = "notrun", "not run: the part used up its time limit on an earlier case"
+            break
+        restarts += 1
+        if restarts > opts.max_restarts:
+            for j in remaining:
+                j.outcome, j.message = "notrun", "not run: the process kept dying on earlier cases"
+            break
+
+    # ---- verdicts, here in the parent --------------------------------------------------------------
+    art_dir = Path(opts.artifacts_dir) if opts.artifacts_dir else None
+    results = []
+    for t in tests:
+        verdicts: list[tuple[Case, Verdict]] = []
+        for j in per_test[t.name]:
+            if j.outcome == "ok":
+                ctx = VerdictContext(a, part, t, j.case, art_dir, opts.plot_timeline)
+                try:
+                    v = t.verdict(j.case, j.obs, ctx)
+                    if not isinstance(v, Verdict):
+                        raise TypeError(f"verdict returned {type(v).__name__}")
+                except Exception as e:
+                    print(f"autograder: verdict of {part.id}/{t.name} raised:\n{traceback.format_exc()}",
+                          file=sys.stderr)
+                    v = Verdict.fail(f"the grader could not check this result ({type(e).__name__}: {e}); "
+                                     f"are the returned arrays of the expected kind?")
+            else:
+                v = Verdict.fail(j.message)
+                if missing:
+                    v = Verdict.fail(f"cell(s) {', '.join(repr(c) for c in missing)} are missing from the "
+                                     f"notebook (deleted, or their metadata changed?); {j.message}")
+                elif cell_errors and j.outcome == "error" and not j.message.startswith("not implemented"):
+                    v = Verdict.fail(f"{cell_errors[0]}\n(and then, running the test: {j.message})")
+            verdicts.append((j.case, v))
+        n = len(verdicts)
+        passed = sum(v.passed for _, v in verdicts)
+        score = t.points if passed == n else (t.points * passed / n if t.partial else 0.0)
+        fails = [(c, v) for c, v in verdicts if not v.passed]
+        if fails:
+            c, v = fails[0]
+            msg = f"case {c.describe()}: {v.message}" if n > 1 or c.params else v.message
+            if n > 1:
+                msg += f"\n({len(fails)} of {n} cases failed)"
+        else:
+            msg = f"passed ({n} case{'s' if n != 1 else ''})"
+        arts = [p for _, v in verdicts for p in v.artifacts]
+        results.append(TestResult(part.id, t.name, float(t.points), round(float(score), 4), msg,
+                                  t.visibility, arts, n, passed))
+    return results, status, notes
+
+
+# ---- one notebook ----------------------------------------------------------------------------------------
+def grade_notebook(path: str | Path, a: Assignment, opts: GradeOptions | None = None,
+                   name: str | None = None) -> SubmissionResult:
+    opts = opts or GradeOptions()
+    path = Path(path)
+    t0 = time.monotonic()
+    res = SubmissionResult(submission=name or path.stem, path=str(path), assignment=a.name,
+                           sandbox=sandbox.capabilities().describe())
+    try:
+        sub = load_submission(path)
+    except NotebookError as e:
+        res.status, res.message = "error", f"could not grade: {e}"
+        res.tests = _zero_tests(a, opts, f"not graded: {e}")
+        res.execution_time = time.monotonic() - t0
+        return res
+    notes = []
+    if sub.assignment and sub.assignment not in (a.id, a.name):
+        notes.append(f"note: the notebook says it is assignment {sub.assignment!r}; graded as {a.name}")
+    if sub.duplicates:
+        notes.append(f"note: graded cells appear twice ({', '.join(sorted(set(sub.duplicates)))}); "
+                     f"the first copy was graded")
+    missing = [c for c in a.graded_cells() if c not in sub.cells]
+    if missing:
+        notes.append(f"missing graded cells: {', '.join(missing)} (tests that need them score 0)")
+    try:
+        ref = reference_cells(a)
+    except Exception as e:
+        res.status, res.message = "error", f"grader error: {e}"
+        res.tests = _zero_tests(a, opts, f"not graded: {e}")
+        return res
+    bad_cells: set[str] = set()
+    status = "ok"
+    for part in a.parts:
+        try:
+            tests, st, part_notes = grade_part(a, part, sub.cells, opts, bad_cells, ref)
+        except Exception as e:   # a grader bug must not stop a batch: this part scores 0, flagged
+            print(f"autograder: grading {part.id} of {path} failed:\n{traceback.format_exc()}", file=sys.stderr)
+            tests = [TestResult(part.id, t.name, float(t.points), 0.0, f"grader error: {type(e).__name__}: {e}",
+                                t.visibility) for t in part.tests]
+            st, part_notes = "error", []
+        res.tests += tests
+        status = worst(status, st)
+        notes += part_notes
+    res.status = status
+    res.message = "\n".join(notes)
+    res.execution_time = time.monotonic() - t0
+    return res
+
+
+def _zero_tests(a: Assignment, opts: GradeOptions, message: str) -> list[TestResult]:
+    out = []
+    for p in a.parts:
+        tests = list(p.tests) + (a.hidden_tests().get(p.id, []) if opts.hidden else [])
+        out += [TestResult(p.id, t.name, float(t.points), 0.0, message, t.visibility) for t in tests]
+    return out

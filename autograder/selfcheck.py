@@ -1,0 +1,88 @@
+"""`check("a1", "part1")` from a notebook cell: the public tests of a part, run in-process.
+
+This is a convenience for students. It runs on the notebook's own definitions, in the notebook's
+process, without a sandbox, hidden cases or reference substitution, so it never produces a grade.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .spec import Namespace, Verdict, load_assignment
+
+
+@dataclass
+class CheckResult:
+    assignment: str
+    part: str
+    score: float
+    max_score: float
+    messages: list[str]
+
+    def __bool__(self) -> bool:
+        return self.score >= self.max_score
+
+    def __repr__(self) -> str:
+        return f"<check {self.assignment} {self.part}: {self.score:g}/{self.max_score:g} points>"
+
+
+class _Ctx:
+    """What verdicts get during a self-check: no plots."""
+
+    def __init__(self, a, part, test, case):
+        self.assignment, self.part, self.test, self.case = a, part, test, case
+        self.artifact_dir = None
+        self.plot_timeline = None
+
+    def artifact_path(self, *args, **kwargs):
+        return None
+
+    def timeline(self, *args, **kwargs):
+        return None
+
+
+def _one(a, part, test, case, ns) -> Verdict:
+    try:
+        case.inputs = dict(test.inputs(case.params)) if test.inputs else {}
+    except Exception as e:
+        return Verdict.fail(f"(self-check could not build its inputs: {e!r})")
+    try:
+        obs = test.observe(ns, case)
+        obs = {k: np.asarray(v) for k, v in obs.items()}
+    except KeyboardInterrupt:
+        raise
+    except NotImplementedError:
+        return Verdict.fail("not implemented yet")
+    except BaseException as e:   # SystemExit from student code must not end the kernel's cell silently
+        return Verdict.fail(f"{type(e).__name__}: {e}")
+    try:
+        return test.verdict(case, obs, _Ctx(a, part, test, case))
+    except Exception as e:
+        return Verdict.fail(f"could not check the result ({type(e).__name__}: {e})")
+
+
+def check(assignment: str, part: str | None, namespace: dict, *, quiet: bool = False) -> CheckResult:
+    a = load_assignment(assignment)
+    parts = [a.part(part)] if part else a.parts
+    ns = Namespace(namespace, where="this notebook")
+    score = maxs = 0.0
+    lines = []
+    for p in parts:
+        for t in p.tests:
+            vs = [(c, _one(a, p, t, c, ns)) for c in t.public_cases()]
+            ok = [v.passed for _, v in vs]
+            got = t.points if all(ok) else (t.points * sum(ok) / len(ok) if t.partial else 0.0)
+            score, maxs = score + got, maxs + t.points
+            mark = "ok  " if all(ok) else "FAIL"
+            lines.append(f"  [{mark}] {p.id}: {t.name} ({got:g}/{t.points:g})")
+            for c, v in vs:
+                if not v.passed:
+                    lines.append(f"         {c.describe()}: {v.message}")
+                    break
+    label = part or "all parts"
+    head = f"{a.id} {label}: {score:g}/{maxs:g} points on the public tests"
+    tail = "  (a self-check: grades come from the autograder, with more cases)"
+    if not quiet:
+        print("\n".join([head, *lines, tail]))
+    return CheckResult(a.id, label, score, maxs, lines)

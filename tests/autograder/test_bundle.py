@@ -1,0 +1,78 @@
+"""The Gradescope zip: its members, and run_autograder against a fake /autograder root."""
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+from autograder.bundle import build_bundle
+from ag_support import HOSTILE, SOLUTION_NB, submission
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory):
+    from autograder.spec import load_assignment
+    return build_bundle(load_assignment("a0"), tmp_path_factory.mktemp("dist"))
+
+
+def test_bundle_members(bundle):
+    with zipfile.ZipFile(bundle) as zf:
+        names = set(zf.namelist())
+        mode = {i.filename: i.external_attr >> 16 for i in zf.infolist()}
+        run = zf.read("run_autograder").decode()
+        setup = zf.read("setup.sh").decode()
+    assert {"setup.sh", "run_autograder", "pyproject.toml", "README.md", "autograder/__main__.py",
+            "autograder/grader.py", "autograder/_child.py", "autograder/assignments/a0_demo.py",
+            "autograder/hidden/a0_demo.py", "solutions/a0_demo.ipynb"} <= names
+    assert any(n.startswith("minigrad/") for n in names)
+    assert not any("__pycache__" in n or n.endswith(".pyc") for n in names)
+    assert mode["run_autograder"] & stat.S_IXUSR and mode["setup.sh"] & stat.S_IXUSR
+    assert run.startswith("#!/usr/bin/env bash")
+    for path in ('ROOT="${AUTOGRADER_ROOT:-/autograder}"', 'SUBMISSION="$ROOT/submission"',
+                 'RESULTS="$ROOT/results/results.json"', 'cd "$SOURCE"', "gradescope-run --assignment a0_demo"):
+        assert path in run
+    assert "pip install" in setup and "numpy" in setup and "install ." in setup
+
+
+def _fake_root(tmp_path, bundle, notebooks):
+    root = tmp_path / "autograder"
+    (root / "source").mkdir(parents=True)
+    (root / "submission").mkdir()
+    with zipfile.ZipFile(bundle) as zf:
+        zf.extractall(root / "source")
+    for name, src in notebooks.items():
+        shutil.copyfile(src, root / "submission" / name)
+    run = root / "source" / "run_autograder"
+    run.chmod(0o755)      # Gradescope keeps the zip's mode; extractall does not
+    return root
+
+
+def _run(root):
+    env = {"PATH": os.environ["PATH"], "AUTOGRADER_ROOT": str(root), "AUTOGRADER_PYTHON": sys.executable,
+           "HOME": str(root)}
+    p = subprocess.run([str(root / "source" / "run_autograder")], cwd=root, env=env, capture_output=True,
+                       text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    return json.loads((root / "results" / "results.json").read_text())
+
+
+def test_run_autograder_grades_with_hidden_cases(tmp_path, bundle):
+    data = _run(_fake_root(tmp_path, bundle, {"a0_demo.ipynb": SOLUTION_NB}))
+    assert data["score"] == data["max_score"] == 11            # hidden test included
+    assert {t["name"] for t in data["tests"]} >= {"part1: forward", "part1: large values"}
+    assert all(t["status"] == "passed" for t in data["tests"])
+
+
+def test_run_autograder_always_writes_results(tmp_path, bundle):
+    data = _run(_fake_root(tmp_path, bundle, {}))
+    assert data["score"] == 0 and "no notebook found" in data["output"]
+
+
+def test_run_autograder_contains_hostile_code(tmp_path, bundle):
+    nb = submission(tmp_path / "h.ipynb", script=HOSTILE / "fake_output.py")
+    data = _run(_fake_root(tmp_path, bundle, {"a0_demo.ipynb": nb}))
+    assert data["score"] == 8 and data["max_score"] == 11     # part1: forward (2) and large values (1) lost

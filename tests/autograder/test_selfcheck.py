@@ -1,0 +1,50 @@
+"""check() from a notebook: public tests, in-process, on the notebook's own definitions."""
+import pytest
+
+from autograder import check
+from autograder.spec import ROOT
+from ag_support import SOLUTION_NB
+
+
+def square(x):
+    return x * x
+
+
+def test_check_passes_on_callers_globals(capsys):
+    r = check("a0", "part1")
+    out = capsys.readouterr().out
+    assert r and r.score == r.max_score == 2
+    assert "a0 part1: 2/2 points on the public tests" in out and "self-check" in out
+
+
+def test_check_reports_failures_and_missing_names(capsys):
+    r = check("a0", "part2", namespace={"square_backward": lambda x, g: x * g})
+    out = capsys.readouterr().out
+    assert not r and "FAIL" in out and "analytic" in out and "numeric" in out
+    r = check("a0", "part3", namespace={})
+    assert not r and "does not define `sum_of_squares_grad`" in capsys.readouterr().out
+    r = check("a0", "part1", namespace={"square": lambda x: (_ for _ in ()).throw(NotImplementedError())})
+    assert "not implemented yet" in capsys.readouterr().out
+
+
+def test_check_survives_system_exit(capsys):
+    import sys
+    r = check("a0", "part1", namespace={"square": lambda x: sys.exit(1)})
+    assert not r and "SystemExit" in capsys.readouterr().out
+
+
+def test_check_unknown_part():
+    with pytest.raises(KeyError, match="no part 'part9'"):
+        check("a0", "part9", namespace={})
+
+
+@pytest.mark.notebook
+def test_check_from_a_notebook_cell(tmp_path):
+    import nbformat
+    from nbclient import NotebookClient
+    nb = nbformat.read(str(SOLUTION_NB), as_version=4)
+    nb.cells.insert(0, nbformat.v4.new_code_cell(f"import sys; sys.path.insert(0, {str(ROOT)!r})"))
+    NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+    for part, pts in (("part1", 2), ("part2", 3), ("part3", 2), ("part4", 3)):
+        assert f"a0 {part}: {pts}/{pts} points on the public tests" in text
