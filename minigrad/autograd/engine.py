@@ -134,7 +134,8 @@ def run_backward(roots, retain_graph=False, capture=None):
                 if ig.dtype != dtype:
                     # a float gradient of the output's dtype is legitimate type promotion (float32 * float64
                     # input); NumPy 1.x also promotes float32 0-d arrays with Python floats. Cast those back.
-                    if ig.dtype.kind == dtype.kind == "f" and (ig.dtype == g.dtype or LEGACY_PROMOTION):
+                    if ig.dtype.kind == dtype.kind == "f" and (ig.dtype == g.dtype or (
+                            LEGACY_PROMOTION and ig.dtype.itemsize > dtype.itemsize)):
                         ig = ig.astype(dtype)
                     else:
                         raise GradientError(f"{node.name}: backward returned a {ig.dtype} gradient for input "
