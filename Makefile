@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed-dev
 BENCH_VENV := .venv-bench
 BENCH_PY   := $(BENCH_VENV)/bin/python
 
-.PHONY: venv test test-fast demo bench gpu-check assignments grade gradescope lab clean
+.PHONY: venv test test-fast test-numpy1 demo bench gpu-check assignments grade gradescope lab clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -25,6 +25,19 @@ test: $(STAMP)
 
 test-fast: $(STAMP)
 	MINIGRAD_EMULATE_CUDA=1 $(PY) -m pytest -q -n 2 -p no:cacheprovider -m "not notebook and not slow"
+
+# The core, nn, optim, data and memory suites again under NumPy 1.26 (minigrad supports 1.26 and 2.x).
+NP1_VENV := .venv-numpy1
+$(NP1_VENV)/.installed: pyproject.toml
+	test -x $(NP1_VENV)/bin/python || $(PYTHON) -m venv $(NP1_VENV)
+	$(NP1_VENV)/bin/python -m pip install -q --upgrade pip
+	$(NP1_VENV)/bin/python -m pip install -q -e '.[dev]' 'numpy==1.26.4'
+	touch $@
+
+test-numpy1: $(NP1_VENV)/.installed
+	MINIGRAD_EMULATE_CUDA=1 $(NP1_VENV)/bin/python -m pytest -q -n 2 -p no:cacheprovider \
+		--ignore=tests/autograder --ignore=tests/course --ignore=tests/lectures --ignore=tests/examples \
+		--ignore=tests/benchmarks
 
 demo: $(STAMP)
 	$(PY) -m minigrad.examples.toy
@@ -62,4 +75,4 @@ lab: $(STAMP)
 	$(VENV)/bin/jupyter lab
 
 clean:
-	rm -rf $(VENV) $(BENCH_VENV) results .pytest_cache .hypothesis
+	rm -rf $(VENV) $(BENCH_VENV) $(NP1_VENV) results .pytest_cache .hypothesis
