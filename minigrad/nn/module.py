@@ -22,6 +22,7 @@ from collections import OrderedDict
 import numpy as np
 
 from ..autograd import grad_mode
+from ..autograd.grads import zero_grad
 from ..backend import dtypes
 from ..backend.device import Device, device as _device, get_backend
 from ..errors import ArgumentError, DTypeError, MinigradError, StateDictError  # noqa: F401
@@ -367,15 +368,7 @@ class Module:
 
     def zero_grad(self, set_to_none=True):
         """Reset every parameter's ``.grad`` (to None by default, else to zeros in place)."""
-        for p in self.parameters():
-            if p.grad is None:
-                continue
-            if set_to_none:
-                p.grad = None
-            else:
-                p.grad.grad_fn = None
-                p.grad.data[...] = 0
-                p.grad._vc[0] += 1
+        zero_grad(self.parameters(), set_to_none)
 
     def apply(self, fn):
         """Call ``fn(module)`` on every child (recursively), then on self; returns self."""

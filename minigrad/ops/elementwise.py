@@ -184,9 +184,14 @@ class Clamp(Function):
                 grad * ~below_hi if need_hi else None)
 
 
-class Maximum(Function):
-    """Ties split the gradient equally between both inputs (as PyTorch)."""
+def _pick_backward(ctx, grad, first_wins):
+    """Gradient of maximum/minimum: to the input that was picked; ties split it equally (as PyTorch)."""
+    a, b = ctx.saved_tensors
+    share = first_wins(a, b) + (a == b) * 0.5
+    return grad * share.astype(grad.dtype), grad * (1 - share).astype(grad.dtype)
 
+
+class Maximum(Function):
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
@@ -194,9 +199,7 @@ class Maximum(Function):
 
     @staticmethod
     def backward(ctx, grad):
-        a, b = ctx.saved_tensors
-        share = (a > b) + (a == b) * 0.5
-        return grad * share.astype(grad.dtype), grad * (1 - share).astype(grad.dtype)
+        return _pick_backward(ctx, grad, lambda a, b: a > b)
 
 
 class Minimum(Function):
@@ -207,9 +210,7 @@ class Minimum(Function):
 
     @staticmethod
     def backward(ctx, grad):
-        a, b = ctx.saved_tensors
-        share = (a < b) + (a == b) * 0.5
-        return grad * share.astype(grad.dtype), grad * (1 - share).astype(grad.dtype)
+        return _pick_backward(ctx, grad, lambda a, b: a < b)
 
 
 class Where(Function):

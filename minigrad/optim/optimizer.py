@@ -15,6 +15,7 @@ from collections import defaultdict
 import numpy as np
 
 from ..autograd.grad_mode import enable_grad
+from ..autograd.grads import zero_grad
 from ..backend.device import get_backend
 from ..errors import ArgumentError, DTypeError
 from ..tensor import Tensor
@@ -100,15 +101,7 @@ class Optimizer:
     def zero_grad(self, set_to_none=True):
         """Reset the gradients of all optimized parameters (to None by default, else zeros in place)."""
         for group in self.param_groups:
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                if set_to_none:
-                    p.grad = None
-                else:
-                    p.grad.grad_fn = None
-                    p.grad.data[...] = 0
-                    p.grad._vc[0] += 1
+            zero_grad(group["params"], set_to_none)
 
     def step(self, closure=None):
         raise NotImplementedError
