@@ -45,6 +45,8 @@ class ArrayBackend:
 
 
 def _cpu_backend(dev):
+    from .host_malloc import tune_host_malloc
+    tune_host_malloc()
     return ArrayBackend(dev, np)
 
 
