@@ -73,8 +73,9 @@ def _bad_grad(node, index, grad, shape):
 
 
 def _check_versions(node):
-    for counter, version, label in node._versions:
+    for counter, version, index in node._versions:
         if counter[0] != version:
+            label = "its output" if index < 0 else f"input {index}"
             raise InplaceModificationError(
                 f"{node.name}: one of the arrays needed for its backward ({label}) was modified by an "
                 f"in-place operation (version {counter[0]}, expected {version}). Use an out-of-place op "
@@ -106,52 +107,67 @@ def run_backward(roots, retain_graph=False, capture=None):
                 if capture is None:
                     node.accumulate(g)
                 continue
-            _check_versions(node)
-            alloc = node.device.backend.allocator
-            if alloc is None:
-                in_grads = node.backward(node, g)
-            else:  # label what the backward allocates for the memory pool's timeline
-                prev_op, alloc.current_op = alloc.current_op, node.name + ".backward"
-                try:
-                    in_grads = node.backward(node, g)
-                finally:
-                    alloc.current_op = prev_op
-            if type(in_grads) is not tuple:
-                in_grads = (in_grads,)
-            edges = node.next
-            if len(in_grads) != len(edges):
-                raise GradientError(f"{node.name}: backward returned {len(in_grads)} gradients for "
-                                    f"{len(edges)} inputs")
-            if not retain_graph:
-                node._saved = None
-            previous = []
-            for i, (edge, ig) in enumerate(zip(edges, in_grads)):
+            in_grads = _call_backward(node, g, retain_graph)
+            seen = []
+            for i, (edge, ig) in enumerate(zip(node.next, in_grads)):
                 if edge is None or ig is None:
                     continue
                 child, shape, dtype = edge
-                if ig.shape != shape:
-                    ig = unbroadcast(ig, shape, node, i)
-                if ig.dtype != dtype:
-                    # a float gradient of the output's dtype is legitimate type promotion (float32 * float64
-                    # input); NumPy 1.x also promotes float32 0-d arrays with Python floats. Cast those back.
-                    if ig.dtype.kind == dtype.kind == "f" and (ig.dtype == g.dtype or (
-                            LEGACY_PROMOTION and ig.dtype.itemsize > dtype.itemsize)):
-                        ig = ig.astype(dtype)
-                    else:
-                        raise GradientError(f"{node.name}: backward returned a {ig.dtype} gradient for input "
-                                            f"{i} of dtype {dtype}")
+                if ig.shape != shape or ig.dtype is not dtype:
+                    ig = _conform(ig, shape, dtype, g, node, i)
                 if _anomaly.enabled:
                     anomaly.check(ig, node.xp, node.name, f"gradient for input {i}")
-                if any(ig is p for p in previous):  # the same array handed to two inputs: no aliasing
-                    ig = ig.copy()
-                previous.append(ig)
-                grads[child] = grads[child] + ig if child in grads else ig
+                for other in seen:  # the same array handed to two inputs (Add returns (g, g)): no aliasing
+                    if ig is other:
+                        ig = ig.copy()
+                        break
+                seen.append(ig)
+                pending = grads.get(child)
+                grads[child] = ig if pending is None else pending + ig
         if outer:
             for fn in _local.callbacks:
                 fn()
     finally:
         if outer:
             _local.callbacks = None
+
+
+def _call_backward(node, g, retain_graph):
+    """Run one node's backward: check its saved arrays, label its allocations, free what it saved."""
+    if node._versions:
+        _check_versions(node)
+    alloc = node.device.backend.allocator
+    if alloc is None:
+        in_grads = node.backward(node, g)
+    else:  # label what the backward allocates for the memory pool's timeline
+        prev_op, alloc.current_op = alloc.current_op, node.name + ".backward"
+        try:
+            in_grads = node.backward(node, g)
+        finally:
+            alloc.current_op = prev_op
+    if type(in_grads) is not tuple:
+        in_grads = (in_grads,)
+    if len(in_grads) != len(node.next):
+        raise GradientError(f"{node.name}: backward returned {len(in_grads)} gradients for "
+                            f"{len(node.next)} inputs")
+    if not retain_graph:
+        node._saved = None
+    return in_grads
+
+
+def _conform(ig, shape, dtype, g, node, i):
+    """Un-broadcast a gradient to its input's shape, and check (or legitimately cast) its dtype."""
+    if ig.shape != shape:
+        ig = unbroadcast(ig, shape, node, i)
+    if ig.dtype != dtype:
+        # a float gradient of the output's dtype is legitimate type promotion (float32 * float64 input);
+        # NumPy 1.x also promotes float32 0-d arrays with Python floats. Cast those back.
+        if ig.dtype.kind == dtype.kind == "f" and (ig.dtype == g.dtype or (
+                LEGACY_PROMOTION and ig.dtype.itemsize > dtype.itemsize)):
+            return ig.astype(dtype)
+        raise GradientError(f"{node.name}: backward returned a {ig.dtype} gradient for input {i} of "
+                            f"dtype {dtype}")
+    return ig
 
 
 def _run_hooks(node, g):

@@ -89,17 +89,21 @@ class Function:
         ctx = cls.__new__(cls)
         device = None
         requires = False
-        raw = list(args)
-        for i, a in enumerate(args):
+        raw = []    # arguments with tensors unwrapped to their arrays
+        needs = []  # needs_input_grad
+        for a in args:
             if isinstance(a, Tensor):
                 d = a.device
                 if device is None:
                     device = d
                 elif d is not device and d != device:
                     raise DeviceError(f"{cls.name}: tensors on different devices ({device}, {d})")
-                if a.requires_grad:
-                    requires = True
-                raw[i] = a.data
+                raw.append(a.data)
+                needs.append(a.requires_grad)
+                requires = requires or a.requires_grad
+            else:
+                raw.append(a)
+                needs.append(False)
         if device is None:
             raise AutogradError(f"{cls.name}: apply() needs at least one Tensor argument")
         be = device.backend or get_backend(device)
@@ -108,8 +112,7 @@ class Function:
         ctx.device = device
         ctx._saved = ()
         track = requires and _grad.enabled
-        ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad for a in args) if track \
-            else (False,) * len(args)
+        ctx.needs_input_grad = tuple(needs) if track else (False,) * len(args)
         alloc = be.allocator
         if alloc is not None:  # the memory pool labels what this op allocates
             prev_op, alloc.current_op = alloc.current_op, cls.name
@@ -120,13 +123,7 @@ class Function:
             if LEGACY_PROMOTION and out.dtype.char == "d" and not cls.exact_dtype:
                 out = _undo_legacy_promotion(out, raw)
             if alloc is not None:
-                pooled = alloc.adopt(out)
-                if pooled is not out and ctx._saved:
-                    _resave(ctx, out, pooled)
-                out = pooled
-                if track and ctx._saved and ctx._unpack is None:
-                    # intermediates saved for backward are activation memory too: keep them in the pool
-                    ctx._saved = tuple(alloc.adopt(a) if type(a) is be.array_type else a for a in ctx._saved)
+                out = _into_pool(ctx, alloc, out, track, be.array_type)
         except MinigradError:
             raise
         except (ValueError, TypeError, IndexError, ZeroDivisionError, OverflowError) as e:
@@ -140,14 +137,29 @@ class Function:
         if track and out.dtype.kind in _FLOATING and not ctx._non_diff:
             result.requires_grad = True
             result.grad_fn = ctx
-            ctx.next = tuple((a.grad_fn or a._accumulator(), a.data.shape, a.data.dtype)
-                             if isinstance(a, Tensor) and a.requires_grad else None for a in args)
-            saved = ctx._saved
-            if saved:
-                if ctx._unpack is not None:  # packed by saved_tensors_hooks: record the originals' versions
-                    saved, ctx._raw = ctx._raw, None
-                ctx._versions = _version_records(saved, args, out, result)
+            # one edge per argument: (the input's node, its shape, its dtype), None if it needs no gradient
+            edges = []
+            for a, need in zip(args, needs):
+                if need:
+                    data = a.data
+                    edges.append((a.grad_fn or a._accumulator(), data.shape, data.dtype))
+                else:
+                    edges.append(None)
+            ctx.next = tuple(edges)
+            if ctx._saved:
+                ctx._versions = _version_records(ctx, args, out, result)
         return result
+
+
+def _into_pool(ctx, alloc, out, track, array_type):
+    """With a memory pool on: the output (and what backward will read) must live in pool blocks."""
+    pooled = alloc.adopt(out)
+    if pooled is not out and ctx._saved:
+        _resave(ctx, out, pooled)
+    if track and ctx._saved and ctx._unpack is None:
+        # intermediates saved for backward are activation memory too: keep them in the pool
+        ctx._saved = tuple(alloc.adopt(a) if type(a) is array_type else a for a in ctx._saved)
+    return pooled
 
 
 def _resave(ctx, old, new):
@@ -165,17 +177,24 @@ def _undo_legacy_promotion(out, raw):
     return out
 
 
-def _version_records(saved, args, out, result):
-    """For each saved array that is an input's (or the output's) storage: (counter, version, label)."""
+def _version_records(ctx, args, out, result):
+    """For each saved array that is an input's (or the output's) storage: (counter, version, index); the
+    index is the argument's position, -1 for the op's own output."""
+    saved = ctx._saved
+    if ctx._unpack is not None:  # packed by saved_tensors_hooks: record the originals' versions
+        saved, ctx._raw = ctx._raw, None
     records = []
-    for j, s in enumerate(saved):
+    for i, a in enumerate(args):
+        if isinstance(a, Tensor):
+            data = a.data
+            for s in saved:
+                if s is data:
+                    records.append((a._vc, a._vc[0], i))
+                    break
+    for s in saved:
         if s is out:
-            records.append((result._vc, result._vc[0], "its output"))
-            continue
-        for i, a in enumerate(args):
-            if isinstance(a, Tensor) and a.data is s:
-                records.append((a._vc, a._vc[0], f"input {i}"))
-                break
+            records.append((result._vc, 0, -1))
+            break
     return records
 
 
