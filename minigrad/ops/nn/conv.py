@@ -105,13 +105,14 @@ class _ConvNd(Function):
         y = xp.ascontiguousarray(y)                              # ... made contiguous once
         if bias is not None:
             y += bias.reshape((O,) + (1,) * nd)
-        ctx.save_for_backward(x_in, weight)
+        # keep the columns for dW when the weight needs a gradient (memory for speed: no second im2col)
+        ctx.save_for_backward(x_in, weight, cols if ctx.needs_input_grad[1] else None)
         return y[0] if ctx.unbatched else y
 
     @staticmethod
     def backward(ctx, grad):
         xp, nd, G = ctx.xp, ctx.nd, ctx.groups
-        x, weight = ctx.saved_tensors
+        x, weight, cols = ctx.saved_tensors
         if ctx.unbatched:
             x, grad = x[None], grad[None]
         need_x, need_w, need_b = ctx.needs_input_grad[:3]
@@ -120,7 +121,8 @@ class _ConvNd(Function):
         gm = xp.ascontiguousarray(grad.reshape(N, O, L).swapaxes(0, 1)).reshape(G, Og, N * L)
         dx = dw = db = None
         if need_w:
-            dw = (gm @ _im2col(ctx, x).swapaxes(1, 2)).reshape(weight.shape)
+            cols = _im2col(ctx, x) if cols is None else cols
+            dw = (gm @ cols.swapaxes(1, 2)).reshape(weight.shape)
         if need_b:
             db = grad.sum(axis=(0,) + tuple(range(2, 2 + nd)))
         if need_x:
