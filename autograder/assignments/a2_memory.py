@@ -1156,7 +1156,7 @@ def _trace(kind, widths, batches, seed=0):
 
 
 TRAIN_MLP = _trace("mlp", [64, 512, 512, 10], [41, 171, 234, 130, 212, 136, 84, 192])
-TRAIN_CNN = _trace("cnn", [4, 8], [8, 46, 48, 18, 36, 62])
+TRAIN_CNN = _trace("cnn", [8, 16], [65, 68, 91, 56, 34, 20])
 CARD_MLP = _trace("mlp", [64, 2048, 256, 2048, 10], [430, 211, 266, 417, 119, 199, 119, 267])
 
 

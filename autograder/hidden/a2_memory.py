@@ -28,7 +28,7 @@ CASES = {
     "part3/training trace budgets": [
         _c("CoalescingAllocator", _trace("mlp", [64, 1024, 512, 10], [257, 154, 81, 293, 128, 286, 153, 167])),
         _c("CoalescingAllocator", _trace("mlp", [64, 512, 512, 10], [90, 242, 183, 102, 48, 204, 111, 157])),
-        _c("CoalescingAllocator", _trace("cnn", [4, 8], [12, 62, 45, 20, 53, 53])),
+        _c("CoalescingAllocator", _trace("cnn", [8, 16], [61, 79, 90, 20, 31, 88])),
     ],
     "part4/retry after empty_cache": [_c("StudentAllocator", {"workload": "random", "seed": 115, "n": 400},
                                          capacity=48 * MiB, catch_oom=True)],

@@ -93,6 +93,7 @@ def run_backward(roots, retain_graph=False, capture=None):
         _local.callbacks = []
     try:
         grads = {}
+        shared = set()  # ids of gradient arrays that more than one input received
         for node, g in roots:
             grads[node] = grads[node] + g if node in grads else g
         for node in topological_order([n for n, _ in roots]):
@@ -105,7 +106,7 @@ def run_backward(roots, retain_graph=False, capture=None):
                 capture[node] = g
             if type(node) is AccumulateGrad:
                 if capture is None:
-                    node.accumulate(g)
+                    node.accumulate(g, id(g) in shared)
                 continue
             in_grads = _call_backward(node, g, retain_graph)
             seen = []
@@ -117,10 +118,9 @@ def run_backward(roots, retain_graph=False, capture=None):
                     ig = _conform(ig, shape, dtype, g, node, i)
                 if _anomaly.enabled:
                     anomaly.check(ig, node.xp, node.name, f"gradient for input {i}")
-                for other in seen:  # the same array handed to two inputs (Add returns (g, g)): no aliasing
+                for other in seen:  # one array handed to two inputs (Add returns (g, g)): a leaf copies it
                     if ig is other:
-                        ig = ig.copy()
-                        break
+                        shared.add(id(ig))
                 seen.append(ig)
                 pending = grads.get(child)
                 grads[child] = ig if pending is None else pending + ig

@@ -184,17 +184,14 @@ def _version_records(ctx, args, out, result):
     if ctx._unpack is not None:  # packed by saved_tensors_hooks: record the originals' versions
         saved, ctx._raw = ctx._raw, None
     records = []
-    for i, a in enumerate(args):
-        if isinstance(a, Tensor):
-            data = a.data
-            for s in saved:
-                if s is data:
-                    records.append((a._vc, a._vc[0], i))
-                    break
-    for s in saved:
+    for i, s in enumerate(saved):
         if s is out:
             records.append((result._vc, 0, -1))
-            break
+            continue
+        for j, a in enumerate(args):  # usually j == i: ops tend to save their inputs in order
+            if isinstance(a, Tensor) and a.data is s:
+                records.append((a._vc, a._vc[0], j))
+                break
     return records
 
 
@@ -221,12 +218,16 @@ class AccumulateGrad:
         self.next = ()
         self._pre_hooks = None
 
-    def accumulate(self, grad):
+    def accumulate(self, grad, shared=False):
+        """Set or ``+=`` the leaf's ``.grad``. The first gradient is kept without a copy when nothing else can
+        see its memory: not ``shared`` (another input received the same array) and not a view of another
+        array (a reshape of a gradient that went elsewhere too); later ``+=`` would otherwise leak into it."""
         t = self.tensor_ref()
         if t is None:
             return
         if t.grad is None:
-            if not grad.flags.c_contiguous or not getattr(grad.flags, "writeable", True):
+            if shared or isinstance(grad.base, type(grad)) or not grad.flags.c_contiguous \
+                    or not getattr(grad.flags, "writeable", True):
                 grad = grad.copy()
             be = get_backend(t.device)
             if be.allocator is not None:

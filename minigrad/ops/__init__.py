@@ -17,6 +17,7 @@ from . import elementwise as E, indexing as I, linalg as L, reduce as R, shape a
 
 _grad = grad_mode._state
 _NUMBER = (int, float, bool)
+_PY_NUMBERS = frozenset((int, float, bool))  # exact types: np.float64 subclasses float but must be unwrapped
 
 
 # --- helpers ---------------------------------------------------------------------------------------
@@ -103,7 +104,7 @@ def add(a, b, alpha=1):
         b = mul(b, alpha)
     if not isinstance(a, Tensor):
         a, b = b, a
-    out = E.Add.apply(a, _operand(b, a))
+    out = E.Add.apply(a, b if isinstance(b, Tensor) or type(b) in _PY_NUMBERS else _operand(b, a))
     return out if out.data.dtype.char != "d" else _fix_float64(out, a, b)
 
 
@@ -125,7 +126,7 @@ def rsub(a, other):
 def mul(a, b):
     if not isinstance(a, Tensor):
         a, b = b, a
-    out = E.Mul.apply(a, _operand(b, a))
+    out = E.Mul.apply(a, b if isinstance(b, Tensor) or type(b) in _PY_NUMBERS else _operand(b, a))
     return out if out.data.dtype.char != "d" else _fix_float64(out, a, b)
 
 
