@@ -21,10 +21,8 @@ class Tensor:
 
     def __init__(self, data, dtype=None, device=None, requires_grad=False):
         t = tensor(data, dtype=dtype, device=device, requires_grad=requires_grad)
-        for s in Tensor.__slots__[:-1]:
-            object.__setattr__(self, s, getattr(t, s))
-        if self._acc is not None:
-            self._acc = None
+        for name in ("data", "device", "requires_grad", "grad", "grad_fn", "_vc"):
+            object.__setattr__(self, name, getattr(t, name))
 
     @staticmethod
     def _make(data, device, requires_grad=False):
@@ -36,11 +34,7 @@ class Tensor:
         t.grad = None
         t.grad_fn = None
         t._vc = [0]
-        t._acc = None
-        t._post_acc_hooks = None
-        t._is_view = False
-        t._retain = False
-        return t
+        return t  # _acc, _post_acc_hooks, _is_view, _retain stay unset until used (read with defaults)
 
     # --- metadata ---------------------------------------------------------------------------------
     @property
@@ -175,10 +169,11 @@ class Tensor:
         _engine.backward((self,), None if gradient is None else (gradient,), retain_graph)
 
     def _accumulator(self):
-        acc = self._acc
-        if acc is None:
+        try:
+            return self._acc
+        except AttributeError:  # first use: create the leaf's node once, so every op shares it
             acc = self._acc = AccumulateGrad(self)
-        return acc
+            return acc
 
     def requires_grad_(self, requires_grad=True):
         if requires_grad and self.data.dtype.kind not in "fc":
@@ -202,7 +197,7 @@ class Tensor:
 
     def retain_grad(self):
         """Keep ``.grad`` on a non-leaf tensor after backward."""
-        if self.grad_fn is None or self._retain:
+        if self.grad_fn is None or getattr(self, "_retain", False):
             return
         import weakref
         ref = weakref.ref(self)
@@ -233,7 +228,7 @@ class Tensor:
         """On a leaf: call ``hook(tensor)`` after its ``.grad`` was accumulated (DDP starts all-reduces here)."""
         if self.grad_fn is not None:
             raise AutogradError("register_post_accumulate_grad_hook: only leaf tensors accumulate gradients")
-        if self._post_acc_hooks is None:
+        if getattr(self, "_post_acc_hooks", None) is None:
             self._post_acc_hooks = []
         self._post_acc_hooks.append(hook)
         return _RemovableHandle(self._post_acc_hooks, hook)

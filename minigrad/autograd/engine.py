@@ -108,9 +108,22 @@ def run_backward(roots, retain_graph=False, capture=None):
                 if capture is None:
                     node.accumulate(g, id(g) in shared)
                 continue
-            in_grads = _call_backward(node, g, retain_graph)
-            seen = []
-            for i, (edge, ig) in enumerate(zip(node.next, in_grads)):
+            if node._versions:
+                _check_versions(node)  # were the arrays it saved modified in place since?
+            if node.device.backend.allocator is None:
+                in_grads = node.backward(node, g)
+            else:
+                in_grads = _labelled_backward(node, g)
+            if type(in_grads) is not tuple:
+                in_grads = (in_grads,)
+            if len(in_grads) != len(node.next):
+                raise GradientError(f"{node.name}: backward returned {len(in_grads)} gradients for "
+                                    f"{len(node.next)} inputs")
+            if not retain_graph:
+                node._saved = None  # free what forward saved
+            previous = None
+            for i, edge in enumerate(node.next):
+                ig = in_grads[i]
                 if edge is None or ig is None:
                     continue
                 child, shape, dtype = edge
@@ -118,10 +131,9 @@ def run_backward(roots, retain_graph=False, capture=None):
                     ig = _conform(ig, shape, dtype, g, node, i)
                 if _anomaly.enabled:
                     anomaly.check(ig, node.xp, node.name, f"gradient for input {i}")
-                for other in seen:  # one array handed to two inputs (Add returns (g, g)): a leaf copies it
-                    if ig is other:
-                        shared.add(id(ig))
-                seen.append(ig)
+                if ig is previous or (i > 1 and any(ig is x for x in in_grads[:i])):
+                    shared.add(id(ig))  # one array handed to two inputs (Add returns (g, g)): leaves copy it
+                previous = ig
                 pending = grads.get(child)
                 grads[child] = ig if pending is None else pending + ig
         if outer:
@@ -132,27 +144,14 @@ def run_backward(roots, retain_graph=False, capture=None):
             _local.callbacks = None
 
 
-def _call_backward(node, g, retain_graph):
-    """Run one node's backward: check its saved arrays, label its allocations, free what it saved."""
-    if node._versions:
-        _check_versions(node)
+def _labelled_backward(node, g):
+    """Run a node's backward with the memory pool labelling what it allocates ("<op>.backward")."""
     alloc = node.device.backend.allocator
-    if alloc is None:
-        in_grads = node.backward(node, g)
-    else:  # label what the backward allocates for the memory pool's timeline
-        prev_op, alloc.current_op = alloc.current_op, node.name + ".backward"
-        try:
-            in_grads = node.backward(node, g)
-        finally:
-            alloc.current_op = prev_op
-    if type(in_grads) is not tuple:
-        in_grads = (in_grads,)
-    if len(in_grads) != len(node.next):
-        raise GradientError(f"{node.name}: backward returned {len(in_grads)} gradients for "
-                            f"{len(node.next)} inputs")
-    if not retain_graph:
-        node._saved = None
-    return in_grads
+    prev_op, alloc.current_op = alloc.current_op, node.name + ".backward"
+    try:
+        return node.backward(node, g)
+    finally:
+        alloc.current_op = prev_op
 
 
 def _conform(ig, shape, dtype, g, node, i):

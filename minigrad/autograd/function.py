@@ -41,6 +41,7 @@ class Function:
     _versions = ()      # (version counter, version at save time, label) per saved input
     _unpack = None      # saved_tensors_hooks unpack function
     _non_diff = False
+    _saved = ()         # what save_for_backward kept; None once backward freed it
     next = ()
     fused = None
     exact_dtype = False  # True for ops whose output dtype is their point (Cast): never re-cast
@@ -88,9 +89,11 @@ class Function:
     def apply(cls, *args, **kwargs):
         ctx = cls.__new__(cls)
         device = None
-        requires = False
-        raw = []    # arguments with tensors unwrapped to their arrays
-        needs = []  # needs_input_grad
+        track = False       # record this op in the graph?
+        enabled = _grad.enabled
+        raw = []            # arguments with tensors unwrapped to their arrays
+        needs = []          # needs_input_grad
+        edges = []          # per argument: (the input's node, its shape, its dtype), or None
         for a in args:
             if isinstance(a, Tensor):
                 d = a.device
@@ -98,21 +101,25 @@ class Function:
                     device = d
                 elif d is not device and d != device:
                     raise DeviceError(f"{cls.name}: tensors on different devices ({device}, {d})")
-                raw.append(a.data)
-                needs.append(a.requires_grad)
-                requires = requires or a.requires_grad
+                data = a.data
+                raw.append(data)
+                if a.requires_grad and enabled:
+                    track = True
+                    needs.append(True)
+                    edges.append((a.grad_fn or a._accumulator(), data.shape, data.dtype))
+                    continue
             else:
                 raw.append(a)
-                needs.append(False)
+            needs.append(False)
+            edges.append(None)
         if device is None:
             raise AutogradError(f"{cls.name}: apply() needs at least one Tensor argument")
         be = device.backend or get_backend(device)
         ctx.xp = be.xp
-        ctx.fused = be.fused
+        if be.fused is not None:
+            ctx.fused = be.fused
         ctx.device = device
-        ctx._saved = ()
-        track = requires and _grad.enabled
-        ctx.needs_input_grad = tuple(needs) if track else (False,) * len(args)
+        ctx.needs_input_grad = tuple(needs)
         alloc = be.allocator
         if alloc is not None:  # the memory pool labels what this op allocates
             prev_op, alloc.current_op = alloc.current_op, cls.name
@@ -137,17 +144,9 @@ class Function:
         if track and out.dtype.kind in _FLOATING and not ctx._non_diff:
             result.requires_grad = True
             result.grad_fn = ctx
-            # one edge per argument: (the input's node, its shape, its dtype), None if it needs no gradient
-            edges = []
-            for a, need in zip(args, needs):
-                if need:
-                    data = a.data
-                    edges.append((a.grad_fn or a._accumulator(), data.shape, data.dtype))
-                else:
-                    edges.append(None)
             ctx.next = tuple(edges)
             if ctx._saved:
-                ctx._versions = _version_records(ctx, args, out, result)
+                ctx._versions = _version_records(ctx, args, raw, out, result)
         return result
 
 
@@ -177,21 +176,26 @@ def _undo_legacy_promotion(out, raw):
     return out
 
 
-def _version_records(ctx, args, out, result):
-    """For each saved array that is an input's (or the output's) storage: (counter, version, index); the
-    index is the argument's position, -1 for the op's own output."""
+def _version_records(ctx, args, raw, out, result):
+    """For each saved array that is an argument's (or the output's) storage: (counter, version at save
+    time, argument position, -1 for the output). The engine compares versions before running backward."""
     saved = ctx._saved
     if ctx._unpack is not None:  # packed by saved_tensors_hooks: record the originals' versions
         saved, ctx._raw = ctx._raw, None
     records = []
-    for i, s in enumerate(saved):
+    for s in saved:
         if s is out:
             records.append((result._vc, 0, -1))
             continue
-        for j, a in enumerate(args):  # usually j == i: ops tend to save their inputs in order
-            if isinstance(a, Tensor) and a.data is s:
-                records.append((a._vc, a._vc[0], j))
+        i = 0
+        for r in raw:  # raw[i] is args[i] unwrapped
+            if r is s:
+                a = args[i]
+                if isinstance(a, Tensor):
+                    vc = a._vc
+                    records.append((vc, vc[0], i))
                 break
+            i += 1
     return records
 
 
@@ -235,7 +239,7 @@ class AccumulateGrad:
             t.grad = Tensor._make(grad, t.device)
         else:
             t.grad.data += grad
-        hooks = t._post_acc_hooks
+        hooks = getattr(t, "_post_acc_hooks", None)
         if hooks:
             for hook in hooks:
                 hook(t)

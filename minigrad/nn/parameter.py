@@ -27,10 +27,6 @@ class Parameter(Tensor):
         p.grad = None
         p.grad_fn = None
         p._vc = data._vc
-        p._acc = None
-        p._post_acc_hooks = None
-        p._is_view = False
-        p._retain = False
         if requires_grad:
             p.requires_grad_(True)   # refuses integer data with a clear error
         return p

@@ -840,7 +840,7 @@ def _write(t, index, values, op):
 
 def _rebase(t, result, op):
     """Make the in-place op's result ``t``'s new value and history."""
-    if t._is_view:
+    if getattr(t, "_is_view", False):
         raise AutogradError(f"{op}: in-place autograd on a view is not supported by minigrad; "
                             f"use an out-of-place op")
     if result.shape != t.shape:
