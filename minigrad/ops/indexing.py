@@ -16,6 +16,12 @@ def scatter_add(xp, target, index, values):
         cupyx.scatter_add(target, index, values)
 
 
+def open_grid(xp, shape):
+    """Broadcastable aranges, one per dim: ``numpy.indices(shape, sparse=True)`` for any array module."""
+    n = len(shape)
+    return [xp.arange(size).reshape((1,) * i + (size,) + (1,) * (n - i - 1)) for i, size in enumerate(shape)]
+
+
 def is_basic(index):
     """True when ``index`` only uses ints, slices, None and Ellipsis (the result is a view)."""
     items = index if isinstance(index, tuple) else (index,)
@@ -78,7 +84,7 @@ class Gather(Function):
 
     @staticmethod
     def forward(ctx, a, dim, index):
-        full = list(ctx.xp.indices(index.shape, sparse=True))
+        full = open_grid(ctx.xp, index.shape)
         full[dim] = index
         ctx.meta = (a.shape, tuple(full))
         return a[tuple(full)]

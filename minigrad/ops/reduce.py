@@ -1,5 +1,6 @@
 """Reductions over ``dim`` (an int, a tuple, or None for all), with ``keepdim`` as in PyTorch."""
 from ..autograd.function import Function
+from .indexing import open_grid
 
 
 def _expand_back(xp, grad, in_shape, axis, keepdim):
@@ -92,7 +93,9 @@ class MaxDim(Function):
         xp = ctx.xp
         out = xp.zeros(shape, dtype=grad.dtype)
         g = grad if keepdim else xp.expand_dims(grad, axis)
-        xp.put_along_axis(out, idx_k, g, axis=axis)
+        full = open_grid(xp, idx_k.shape)  # out[..., idx, ...] = g along ``axis`` (put_along_axis)
+        full[axis] = idx_k
+        out[tuple(full)] = g
         return out, None, None, None
 
 
