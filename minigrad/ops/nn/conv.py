@@ -130,12 +130,14 @@ class _ConvNd(Function):
             dcols = weight.reshape(G, Og, -1).swapaxes(1, 2) @ gm          # (G, Cg*K, N*L)
             dcols = dcols.reshape((C,) + ctx.kernel + (N,) + ctx.out)
             padded = tuple(s + lo + hi for s, (lo, hi) in zip(x.shape[2:], ctx.pads))
-            dxp = xp.zeros((N, C) + padded, dtype=x.dtype)
-            for offs in itertools.product(*(range(k) for k in ctx.kernel)):  # col2im
+            # col2im, accumulated channel-major (C, N, ...) like dcols so each kernel offset adds a
+            # contiguous block; the (N, C, ...) result is a transposed view of it
+            dxp = xp.zeros((C, N) + padded, dtype=x.dtype)
+            for offs in itertools.product(*(range(k) for k in ctx.kernel)):
                 sl = kernel_slices(offs, ctx.out, ctx.stride, ctx.dilation)
-                dxp[(slice(None), slice(None)) + sl] += dcols[(slice(None),) + offs].swapaxes(0, 1)
+                dxp[(slice(None), slice(None)) + sl] += dcols[(slice(None),) + offs]
             crop = tuple(slice(lo, lo + s) for s, (lo, _) in zip(x.shape[2:], ctx.pads))
-            dx = dxp[(slice(None), slice(None)) + crop]
+            dx = dxp[(slice(None), slice(None)) + crop].swapaxes(0, 1)
             if ctx.unbatched:
                 dx = dx[0]
         return dx, dw, db, None, None, None, None
