@@ -110,6 +110,16 @@ class _Job:
     message: str = ""
 
 
+def _relevant_cell_error(cell_errors: list, test_name: str) -> str:
+    """The error of the graded cell this test most likely depends on: a cell whose id ends with a word of
+    the test's name (cell 'a1-div' for test 'Div'), else the first cell that failed."""
+    words = {w for w in re.split(r"[^a-z0-9]+", test_name.lower()) if w}
+    for cell_id, msg in cell_errors:
+        if cell_id.lower().rsplit("-", 1)[-1] in words:
+            return msg
+    return cell_errors[0][1]
+
+
 def _student_error_message(err: dict, where: str = "") -> str:
     etype = err.get("type", "Exception")
     if etype == "NotImplementedError":
@@ -185,7 +195,7 @@ def grade_part(a: Assignment, part: Part, sub_cells: dict[str, str], opts: Grade
                     j.message = (f"cell '{cid}' line {line} uses `{m.group(0)}`, which this assignment asks "
                                  f"you to write yourself")
                 break
-    cell_errors: list[str] = []
+    cell_errors: list[tuple[str, str]] = []  # (cell id, message) of graded cells that raised
     limits = sandbox.Limits(timeout_s=opts.timeout or part.timeout or a.timeout,
                             memory_mb=opts.memory_mb or a.memory_mb)
     remaining = [j for j in jobs if j.outcome == "pending"]
@@ -210,8 +220,8 @@ def grade_part(a: Assignment, part: Part, sub_cells: dict[str, str], opts: Grade
             for c in run.cells:
                 if c.get("role") == "graded" and not c.get("ok"):
                     msg = _student_error_message(c.get("error", {}), f" in cell '{c['id']}'")
-                    if msg not in cell_errors:
-                        cell_errors.append(msg)
+                    if all(m != msg for _, m in cell_errors):
+                        cell_errors.append((c["id"], msg))
                 if c.get("role") in ("preamble", "reference") and not c.get("ok"):
                     notes.append(f"grader error: {c['role']} cell {c['id']} failed: "
                                  f"{c.get('error', {}).get('message', '')}")
@@ -285,7 +295,8 @@ def grade_part(a: Assignment, part: Part, sub_cells: dict[str, str], opts: Grade
                     v = Verdict.fail(f"cell(s) {', '.join(repr(c) for c in missing)} are missing from the "
                                      f"notebook (deleted, or their metadata changed?); {j.message}")
                 elif cell_errors and j.outcome == "error" and not j.message.startswith("not implemented"):
-                    v = Verdict.fail(f"{cell_errors[0]}\n(and then, running the test: {j.message})")
+                    v = Verdict.fail(f"{_relevant_cell_error(cell_errors, t.name)}\n"
+                                     f"(and then, running the test: {j.message})")
             verdicts.append((j.case, v))
         n = len(verdicts)
         passed = sum(v.passed for _, v in verdicts)
