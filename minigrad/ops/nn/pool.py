@@ -58,7 +58,29 @@ def _col2im(ctx, xp, shape, dtype, contributions):
     return dx[0] if ctx.unbatched else dx
 
 
+def _first_max_hits(ctx, xp, padded, out):
+    """Yield, per kernel offset in row-major order, where that offset holds its window's first maximum
+    (NaN counts as the maximum, as in PyTorch). Each output position is hit exactly once."""
+    nan = out.dtype.kind == "f" and bool((out != out).any())
+    found = None
+    for offs in itertools.product(*(range(n) for n in ctx.kernel)):
+        cand = padded[(slice(None), slice(None)) + kernel_slices(offs, ctx.out, ctx.stride, ctx.dilation)]
+        hit = cand == out
+        if nan:
+            hit |= cand != cand
+        if found is None:
+            found = hit.copy()
+        else:
+            hit &= ~found
+            found |= hit
+        yield hit
+
+
 class _MaxPoolNd(Function):
+    """Forward keeps only the running maximum (one ``maximum`` per kernel offset: masked copies and an
+    argmax over a tiny last axis are ~10x slower in NumPy); backward finds where each maximum came from by
+    comparing the (padded) input with the output, so nothing extra is saved: both are already alive as
+    the previous op's output and the next op's input."""
     nd = 0
 
     @staticmethod
@@ -69,23 +91,21 @@ class _MaxPoolNd(Function):
         ctx.kernel, ctx.stride, ctx.pads, ctx.dilation = kernel, stride, pads, dilation
         low = -xp.inf if x.dtype.kind == "f" else xp.iinfo(x.dtype).min
         padded = _pad(xp, x4, pads, ctx.extra, low)
-        # One pass per kernel offset over output-sized strided slices (K cheap vectorised passes, instead
-        # of an argmax over a tiny last axis of a gathered copy): keep the running max and its offset.
-        out = arg = None
-        for k, offs in enumerate(itertools.product(*(range(n) for n in kernel))):
+        out = None
+        for offs in itertools.product(*(range(n) for n in kernel)):
             cand = padded[(slice(None), slice(None)) + kernel_slices(offs, ctx.out, stride, dilation)]
             if out is None:
-                out = cand.copy()
-                arg = xp.zeros(out.shape, dtype=xp.int32)
-                continue
-            better = cand > out                                 # strict: the first maximum wins
-            if x.dtype.kind == "f":                             # NaN wins, as in PyTorch
-                better |= (cand != cand) & (out == out)
-            xp.maximum(out, cand, out=out)                      # arithmetic, not masked copies: those are
-            arg += better * (k - arg)                           # ~10x slower in NumPy
-        ctx.save_for_backward(arg)
+                out = ctx.empty(cand.shape, cand.dtype)
+                out[...] = cand
+            else:
+                xp.maximum(out, cand, out=out)                  # NaN propagates, as in PyTorch
+        result = out[0] if ctx.unbatched else out
+        ctx.save_for_backward(x, result)
         ctx.in_shape, ctx.dtype = x4.shape, x.dtype
         if indices_sink is not None:  # flat index into each input plane, as PyTorch's return_indices
+            arg = xp.zeros(out.shape, dtype=xp.int64)
+            for k, hit in enumerate(_first_max_hits(ctx, xp, padded, out)):
+                arg += hit * k
             flat = 0
             for dim in range(nd):
                 k_dim = (arg // _prod(kernel[dim + 1:])) % kernel[dim]
@@ -94,21 +114,17 @@ class _MaxPoolNd(Function):
                 flat = flat * x4.shape[2 + dim] + coord
             flat = flat.astype("int64")
             indices_sink.append(flat[0] if ctx.unbatched else flat)
-        return out[0] if ctx.unbatched else out
+        return result
 
     @staticmethod
     def backward(ctx, grad):
-        xp, kernel = ctx.xp, ctx.kernel
-        arg, = ctx.saved_tensors
-        g = grad[None] if ctx.unbatched else grad
-
-        def contribution(offs):
-            k = 0
-            for o, n in zip(offs, kernel):
-                k = k * n + o
-            return g * (arg == k)
-
-        return (_col2im(ctx, xp, ctx.in_shape, ctx.dtype, contribution),) + (None,) * 6
+        xp = ctx.xp
+        x, out = ctx.saved_tensors
+        if ctx.unbatched:
+            x, out, grad = x[None], out[None], grad[None]
+        low = -xp.inf if x.dtype.kind == "f" else xp.iinfo(x.dtype).min
+        hits = _first_max_hits(ctx, xp, _pad(xp, x, ctx.pads, ctx.extra, low), out)
+        return (_col2im(ctx, xp, ctx.in_shape, ctx.dtype, lambda offs: grad * next(hits)),) + (None,) * 6
 
 
 class MaxPool1d(_MaxPoolNd):
