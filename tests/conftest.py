@@ -1,8 +1,13 @@
 """Shared fixtures. ``device`` parametrizes a test over cpu and cuda; cuda cases skip without a GPU."""
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, settings
 
 import minigrad as mg
+
+# CI machines are small and shared: no per-example deadline, and no "too slow" health check failures.
+settings.register_profile("minigrad", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("minigrad")
 
 
 def _cuda_available():
