@@ -871,6 +871,9 @@ def inplace(t, fn, *args):
     if tracking:
         snap = _snapshot(t)
         return _rebase(t, fn(snap, *(snap if a is t else a for a in args)), op)
+    ufunc = _INPLACE_UFUNCS.get(fn.__name__)
+    if ufunc is not None and len(args) == 1:  # add_/sub_/mul_/div_: truly in place, no temporary
+        return _ufunc_inplace(t, ufunc, args[0], op)
     with grad_mode.no_grad():
         result = fn(t, *args)
     if result.shape != t.shape:
@@ -879,6 +882,36 @@ def inplace(t, fn, *args):
     if not np.can_cast(result.data.dtype, t.data.dtype, "same_kind"):
         raise DTypeError(f"{op}: result type {result.dtype} can't be cast to the tensor's dtype {t.dtype}")
     return _write(t, ..., result.data, op)
+
+
+_INPLACE_UFUNCS = {"add": "add", "sub": "subtract", "mul": "multiply", "div": "divide"}
+
+
+def _ufunc_inplace(t, ufunc, other, op):
+    """``t op= other`` with the ufunc's ``out=`` (as PyTorch's in-place ops: no full-size temporary)."""
+    if isinstance(other, Tensor):
+        if other.device != t.device:
+            raise DeviceError(f"{op}: tensors on different devices ({t.device}, {other.device})")
+        other = other.data
+    elif not isinstance(other, _NUMBER):
+        other = _operand(other, t)
+        other = other.data if isinstance(other, Tensor) else other
+    if not getattr(t.data.flags, "writeable", True):
+        raise ShapeError(f"{op}: the tensor of shape {tuple(t.shape)} is a broadcast view (expand) whose "
+                         f"elements share memory; clone() it before writing in place")
+    try:
+        getattr(t.device.xp, ufunc)(t.data, other, out=t.data, casting="same_kind")
+    except TypeError:
+        if isinstance(other, float) or (ufunc == "divide" and t.data.dtype.kind in "biu"):
+            result = dtypes.default_float.name   # int tensor and a Python float: float32, as in PyTorch
+        else:
+            result = np.result_type(t.data.dtype, other).name
+        raise DTypeError(f"{op}: result type {result} can't be cast to the tensor's dtype "
+                         f"{t.dtype.name}") from None
+    except ValueError:
+        raise ShapeError(f"{op}: output of shape {tuple(np.broadcast_shapes(t.shape, np.shape(other)))} "
+                         f"can't be written into a tensor of shape {tuple(t.shape)}") from None
+    return _bump(t)
 
 
 def setitem_(t, index, value):
