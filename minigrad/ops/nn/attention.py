@@ -43,12 +43,14 @@ class ScaledDotProductAttention(Function):
                              f"{tuple(v.shape)} cannot be broadcast together") from None
         L, S = q.shape[-2], k.shape[-2]
         scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
-        scores = (q @ k.swapaxes(-1, -2)) * scale                   # (..., L, S)
+        scores = q @ k.swapaxes(-1, -2)                              # (..., L, S): the one big buffer,
+        scores *= scale                                             # updated in place from here on
         keep = None
         if is_causal:
             if attn_mask is not None:
                 raise ArgumentError(f"{op}: pass either attn_mask or is_causal=True, not both")
-            keep = xp.tril(xp.ones((L, S), dtype=bool))
+            # an additive 0 / -inf mask: one arithmetic pass (a boolean `where` is several times slower)
+            scores += xp.triu(xp.full((L, S), -xp.inf, dtype=scores.dtype), 1)
         elif attn_mask is not None:
             try:
                 full = np.broadcast_shapes(attn_mask.shape, batch + (L, S))
@@ -68,9 +70,10 @@ class ScaledDotProductAttention(Function):
             scores = xp.where(keep, scores, -xp.inf)
         m = scores.max(axis=-1, keepdims=True)
         m = xp.where(xp.isfinite(m), m, 0)                          # fully masked row: exp(-inf) = 0
-        e = xp.exp(scores - m)
-        z = e.sum(axis=-1, keepdims=True)
-        p = e / xp.where(z > 0, z, 1)                               # ... and its probabilities stay 0
+        scores -= m
+        p = xp.exp(scores, out=scores)
+        z = p.sum(axis=-1, keepdims=True)
+        p /= xp.where(z > 0, z, 1)                                  # ... and its probabilities stay 0
         drop = None
         if dropout_p > 0:
             u = host_rng(generator).random(p.shape, dtype="float32" if p.dtype.itemsize <= 4 else "float64")
@@ -92,11 +95,16 @@ class ScaledDotProductAttention(Function):
             dp = grad @ v.swapaxes(-1, -2)
             if drop is not None:
                 dp *= drop
-            ds = p * (dp - (dp * p).sum(axis=-1, keepdims=True))  # softmax backward
+            row = (dp * p).sum(axis=-1, keepdims=True)              # softmax backward, in place:
+            dp -= row                                               # ds = p * (dp - sum(dp * p))
+            dp *= p
+            ds = dp
             if need_mask:
                 dmask = ds
             if need_q:
-                dq = (ds @ k) * ctx.scale
+                dq = ds @ k
+                dq *= ctx.scale
             if need_k:
-                dk = (ds.swapaxes(-1, -2) @ q) * ctx.scale
+                dk = ds.swapaxes(-1, -2) @ q
+                dk *= ctx.scale
         return dq, dk, dv, dmask, None, None, None, None
