@@ -10,13 +10,13 @@ from minigrad import nn
 
 
 class MLP(nn.Module):
-    def __init__(self):
+    def __init__(self, device=None):
         super().__init__()
-        self.fc1 = nn.Linear(4, 8)
+        self.fc1 = nn.Linear(4, 8, device=device)
         self.act = nn.ReLU()
-        self.fc2 = nn.Linear(8, 3)
-        self.register_buffer("steps", mg.zeros(()))
-        self.register_buffer("cache", mg.ones(2), persistent=False)
+        self.fc2 = nn.Linear(8, 3, device=device)
+        self.register_buffer("steps", mg.zeros((), device=device))
+        self.register_buffer("cache", mg.ones(2, device=device), persistent=False)
 
     def forward(self, x):
         return self.fc2(self.act(self.fc1(x)))
@@ -139,9 +139,9 @@ def test_train_eval_and_requires_grad():
     assert all(p.requires_grad for p in m.parameters())
 
 
-def test_zero_grad_and_apply():
-    m = MLP()
-    m(mg.randn(5, 4)).sum().backward()
+def test_zero_grad_and_apply(device):
+    m = MLP(device=device)
+    m(mg.randn(5, 4, device=device)).sum().backward()
     assert all(p.grad is not None for p in m.parameters())
     m.zero_grad(set_to_none=False)
     assert all(p.grad is not None and not p.grad.numpy().any() for p in m.parameters())
@@ -159,15 +159,15 @@ def test_zero_grad_and_apply():
 
 
 # --- state dict -----------------------------------------------------------------------------------
-def test_state_dict_keys_order_sharing_and_round_trip():
-    m = MLP()
+def test_state_dict_keys_order_sharing_and_round_trip(device):
+    m = MLP(device=device)
     sd = m.state_dict()
     assert list(sd) == ["steps", "fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"]  # no non-persistent
     assert all(type(v) is mg.Tensor and not v.requires_grad for v in sd.values())
     assert sd["fc1.weight"].data is m.fc1.weight.data     # detached, same storage (PyTorch semantics)
     assert m.state_dict(keep_vars=True)["fc1.weight"] is m.fc1.weight
-    m2 = MLP()
-    x = mg.randn(6, 4)
+    m2 = MLP(device=device)
+    x = mg.randn(6, 4, device=device)
     assert not np.allclose(m(x).detach().numpy(), m2(x).detach().numpy())
     snapshot = {k: v.clone() for k, v in sd.items()}
     result = m2.load_state_dict(snapshot)
@@ -195,11 +195,11 @@ def test_load_state_dict_reports_all_problems_in_one_error():
     assert isinstance(e.value, RuntimeError)
 
 
-def test_load_state_dict_non_strict_returns_keys_but_still_refuses_shape_mismatch():
-    m = MLP()
-    sd = {k: v.clone() for k, v in MLP().state_dict().items()}
+def test_load_state_dict_non_strict_returns_keys_but_still_refuses_shape_mismatch(device):
+    m = MLP(device=device)
+    sd = {k: v.clone() for k, v in MLP(device=device).state_dict().items()}
     del sd["fc2.bias"]
-    sd["head.weight"] = mg.zeros(1)
+    sd["head.weight"] = mg.zeros(1, device=device)
     before = m.fc2.bias.detach().numpy().copy()
     res = m.load_state_dict(sd, strict=False)
     assert res.missing_keys == ["fc2.bias"] and res.unexpected_keys == ["head.weight"]
@@ -207,20 +207,36 @@ def test_load_state_dict_non_strict_returns_keys_but_still_refuses_shape_mismatc
     assert missing == ["fc2.bias"]
     np.testing.assert_array_equal(m.fc1.weight.detach().numpy(), sd["fc1.weight"].numpy())
     np.testing.assert_array_equal(m.fc2.bias.detach().numpy(), before)
-    sd["fc1.bias"] = mg.zeros(7)
+    sd["fc1.bias"] = mg.zeros(7, device=device)
     with pytest.raises(nn.StateDictError, match="size mismatch for fc1.bias"):
         m.load_state_dict(sd, strict=False)
 
 
-def test_load_state_dict_accepts_numpy_and_casts_dtype():
-    m = nn.Linear(3, 2)
-    sd = {"weight": np.ones((2, 3)), "bias": mg.tensor([1.0, 2.0], dtype=mg.float64)}
+def test_load_state_dict_accepts_numpy_and_casts_dtype(device):
+    m = nn.Linear(3, 2, device=device)
+    sd = {"weight": np.ones((2, 3)), "bias": mg.tensor([1.0, 2.0], dtype=mg.float64, device=device)}
     m.load_state_dict(sd)
-    assert m.weight.dtype == mg.float32
+    assert m.weight.dtype == mg.float32 and m.weight.device == m.bias.device == device
     np.testing.assert_array_equal(m.bias.detach().numpy(), [1, 2])
     v0 = m.weight._version
     m.load_state_dict(sd)
     assert m.weight._version > v0
+
+
+def test_state_dict_round_trip_across_devices(device):
+    x = np.random.default_rng(0).standard_normal((6, 4)).astype(np.float32)
+    src = MLP()
+    ref = src(mg.tensor(x)).detach().numpy()
+    dst = MLP().to(device)
+    dst.load_state_dict(src.state_dict())                  # cpu tensors into a model on ``device``
+    assert all(v.device == device for v in dst.state_dict().values())
+    np.testing.assert_allclose(dst(mg.tensor(x, device=device)).detach().numpy(), ref, rtol=1e-6, atol=1e-7)
+    back = MLP()
+    back.load_state_dict(dst.state_dict())                 # and back to the cpu
+    assert all(v.device == mg.device("cpu") for v in back.state_dict().values())
+    np.testing.assert_array_equal(back(mg.tensor(x)).detach().numpy(), ref)
+    moved = copy.deepcopy(src).to(device)                  # moving the whole model keeps its values
+    np.testing.assert_allclose(moved(mg.tensor(x, device=device)).detach().cpu().numpy(), ref, rtol=1e-6, atol=1e-7)
 
 
 # --- hooks ----------------------------------------------------------------------------------------
@@ -270,34 +286,34 @@ def test_hooks_with_kwargs_order_and_context_manager():
     assert seen == {"scale": 3.0} and out.numpy().tolist() == [3.0, 3.0]
 
 
-def test_hook_sees_intermediate_activations():
-    m = nn.Sequential(nn.Linear(4, 5), nn.ReLU(), nn.Linear(5, 2))
+def test_hook_sees_intermediate_activations(device):
+    m = nn.Sequential(nn.Linear(4, 5, device=device), nn.ReLU(), nn.Linear(5, 2, device=device))
     acts = {}
     for name, mod in m.named_children():
         mod.register_forward_hook(lambda mod, a, out, name=name: acts.__setitem__(name, out.shape))
-    m(mg.randn(7, 4))
+    m(mg.randn(7, 4, device=device))
     assert acts == {"0": (7, 5), "1": (7, 5), "2": (7, 2)}
 
 
 # --- dtype / device -------------------------------------------------------------------------------
-def test_to_dtype_keeps_parameter_identity_and_integer_buffers():
-    m = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4))
+def test_to_dtype_keeps_parameter_identity_and_integer_buffers(device):
+    m = nn.Sequential(nn.Linear(3, 4, device=device), nn.BatchNorm1d(4, device=device))
     params = list(m.parameters())
     opt_ref = params[0]
-    m(mg.randn(5, 3)).sum().backward()
+    m(mg.randn(5, 3, device=device)).sum().backward()
     assert m.double() is m
     assert [p is q for p, q in zip(m.parameters(), params)] == [True] * 4
     assert opt_ref.dtype == mg.float64 and opt_ref.grad.dtype == mg.float64
     assert m[1].running_mean.dtype == mg.float64
     assert m[1].num_batches_tracked.dtype == mg.int64
-    y = m(mg.randn(5, 3, dtype=mg.float64))
+    y = m(mg.randn(5, 3, dtype=mg.float64, device=device))
     assert y.dtype == mg.float64
     m.float()
     assert all(p.dtype == mg.float32 for p in m.parameters())
     m.to(mg.float64)
     assert all(p.dtype == mg.float64 for p in m.parameters())
-    m.to("cpu", dtype="float32")
-    assert all(p.dtype == mg.float32 for p in m.parameters())
+    m.to(device, dtype="float32")
+    assert all(p.dtype == mg.float32 and p.device == device for p in m.parameters())
     with pytest.raises(TypeError, match="floating point"):
         m.to(mg.int64)
 
@@ -314,11 +330,11 @@ def test_to_device(device):
     assert p0.device == mg.device("cpu")
 
 
-def test_deepcopy_module():
-    m = MLP()
+def test_deepcopy_module(device):
+    m = MLP(device=device)
     m2 = copy.deepcopy(m)
-    assert m2.fc1.weight is not m.fc1.weight
-    x = mg.randn(3, 4)
+    assert m2.fc1.weight is not m.fc1.weight and m2.fc1.weight.device == device
+    x = mg.randn(3, 4, device=device)
     np.testing.assert_array_equal(m(x).detach().numpy(), m2(x).detach().numpy())
     m2(x).sum().backward()
     assert m.fc1.weight.grad is None and m2.fc1.weight.grad is not None

@@ -14,8 +14,9 @@ RNG = np.random.default_rng(0)
 _erf = np.vectorize(math.erf)
 
 
-def t64(*shape, scale=1.0, requires_grad=True):
-    return mg.tensor(RNG.standard_normal(shape) * scale, dtype=mg.float64, requires_grad=requires_grad)
+def t64(*shape, scale=1.0, requires_grad=True, device=None):
+    return mg.tensor(RNG.standard_normal(shape) * scale, dtype=mg.float64, requires_grad=requires_grad,
+                     device=device)
 
 
 def ref_softmax(x, axis):
@@ -39,42 +40,43 @@ REFS = {
 
 
 @pytest.mark.parametrize("name", sorted(REFS))
-def test_forward_matches_numpy(name):
+def test_forward_matches_numpy(name, device):
     fn, ref = REFS[name]
     x = RNG.standard_normal((3, 5, 2)) * 3
-    out = fn(mg.tensor(x))
+    out = fn(mg.tensor(x, device=device))
+    assert out.device == device
     np.testing.assert_allclose(out.numpy(), ref(x), rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("name", sorted(REFS))
-def test_gradcheck(name):
+def test_gradcheck(name, device):
     fn, _ = REFS[name]
-    x = t64(3, 4, 2, scale=2.0)
+    x = t64(3, 4, 2, scale=2.0, device=device)
     if name in ("relu", "leaky_relu"):  # keep away from the kink at 0
         x.data[np.abs(x.data) < 1e-3] = 0.5
     assert gradcheck(fn, (x,))
 
 
 @pytest.mark.parametrize("name", sorted(REFS))
-def test_float32_preserved(name):
+def test_float32_preserved(name, device):
     fn, ref = REFS[name]
-    x = mg.tensor(RNG.standard_normal((4, 6)).astype(np.float32), requires_grad=True)
+    x = mg.tensor(RNG.standard_normal((4, 6)).astype(np.float32), requires_grad=True, device=device)
     y = fn(x)
-    assert y.dtype == mg.float32
-    y.backward(mg.tensor(RNG.standard_normal((4, 6)).astype(np.float32)))
-    assert x.grad.dtype == mg.float32
+    assert y.dtype == mg.float32 and y.device == device
+    y.backward(mg.tensor(RNG.standard_normal((4, 6)).astype(np.float32), device=device))
+    assert x.grad.dtype == mg.float32 and x.grad.device == device
     np.testing.assert_allclose(y.detach().numpy(), ref(x.detach().numpy().astype(np.float64)), rtol=1e-5,
                                atol=1e-6)
 
 
-def test_relu_gradient_values():
-    x = mg.tensor([-2.0, -0.5, 0.5, 3.0], requires_grad=True)
+def test_relu_gradient_values(device):
+    x = mg.tensor([-2.0, -0.5, 0.5, 3.0], requires_grad=True, device=device)
     F.relu(x).sum().backward()
     np.testing.assert_array_equal(x.grad.numpy(), [0, 0, 1, 1])
 
 
-def test_tensor_methods_route_to_functional():
-    x = mg.tensor([[-1.0, 2.0, 0.5]])
+def test_tensor_methods_route_to_functional(device):
+    x = mg.tensor([[-1.0, 2.0, 0.5]], device=device)
     np.testing.assert_allclose(x.relu().numpy(), [[0, 2, 0.5]])
     np.testing.assert_allclose(x.softmax(dim=-1).numpy(), ref_softmax(np.array([[-1.0, 2.0, 0.5]]), -1),
                                rtol=1e-6)
@@ -88,24 +90,24 @@ def test_erf_fallback_is_accurate():
     assert err.max() < 1e-15  # in fact about double precision
 
 
-def test_gelu_forward_backward_consistent_with_fallback_erf(monkeypatch):
+def test_gelu_forward_backward_consistent_with_fallback_erf(monkeypatch, device):
     """The pure-NumPy erf path (no SciPy) gives the same GELU and a gradient that passes gradcheck."""
     from minigrad.ops.nn import _util
-    x = t64(5, 3, scale=2.0)
+    x = t64(5, 3, scale=2.0, device=device)
     with_scipy = F.gelu(x).detach().numpy()
     monkeypatch.setitem(_util._ERF, "numpy", None)
     np.testing.assert_allclose(F.gelu(x).detach().numpy(), with_scipy, rtol=1e-14, atol=1e-15)
     assert gradcheck(F.gelu, (x,))
 
 
-def test_gelu_known_values():
-    out = F.gelu(mg.tensor([0.0, 1.0, -1.0], dtype=mg.float64)).numpy()
+def test_gelu_known_values(device):
+    out = F.gelu(mg.tensor([0.0, 1.0, -1.0], dtype=mg.float64, device=device)).numpy()
     np.testing.assert_allclose(out, [0.0, 0.8413447460685429, -0.15865525393145707], rtol=1e-12)
 
 
 # --- softmax / log_softmax ------------------------------------------------------------------------
-def test_softmax_stable_for_huge_logits():
-    x = mg.tensor([[1000.0, -1000.0, 0.0], [1e4, 1e4, 1e4], [-1e4, -1e4 + 1, -1e4]])
+def test_softmax_stable_for_huge_logits(device):
+    x = mg.tensor([[1000.0, -1000.0, 0.0], [1e4, 1e4, 1e4], [-1e4, -1e4 + 1, -1e4]], device=device)
     p = F.softmax(x, dim=1).numpy()
     assert np.all(np.isfinite(p))
     np.testing.assert_allclose(p[0], [1, 0, 0], atol=1e-7)
@@ -116,15 +118,15 @@ def test_softmax_stable_for_huge_logits():
     np.testing.assert_allclose(lp[0], [0, -2000, -1000], rtol=1e-6)
 
 
-def test_log_softmax_huge_logits_gradient_finite():
-    x = mg.tensor([[1000.0, -1000.0, 3.0]], requires_grad=True)
+def test_log_softmax_huge_logits_gradient_finite(device):
+    x = mg.tensor([[1000.0, -1000.0, 3.0]], requires_grad=True, device=device)
     F.log_softmax(x, dim=1)[0, 1].backward()
     assert np.all(np.isfinite(x.grad.numpy()))
     np.testing.assert_allclose(x.grad.numpy(), [[-1, 1, 0]], atol=1e-6)
 
 
-def test_softmax_rows_sum_to_one_and_dim_out_of_range():
-    x = mg.randn(2, 3, 4)
+def test_softmax_rows_sum_to_one_and_dim_out_of_range(device):
+    x = mg.randn(2, 3, 4, device=device)
     np.testing.assert_allclose(F.softmax(x, dim=-2).numpy().sum(axis=1), np.ones((2, 4)), rtol=1e-6)
     with pytest.raises(OpIndexError, match="softmax"):
         F.softmax(x, dim=3)
@@ -138,9 +140,9 @@ def test_softmax_implicit_dim_warns_like_pytorch():
 
 
 # --- dropout --------------------------------------------------------------------------------------
-def test_dropout_inverted_scaling_and_reproducible():
+def test_dropout_inverted_scaling_and_reproducible(device):
     g = mg.Generator().manual_seed(3)
-    x = mg.ones(200, 50, requires_grad=True)
+    x = mg.ones(200, 50, requires_grad=True, device=device)
     y = F.dropout(x, p=0.3, generator=g)
     vals = np.unique(y.detach().numpy())
     np.testing.assert_allclose(vals, [0.0, 1 / 0.7], rtol=1e-6)
@@ -152,23 +154,24 @@ def test_dropout_inverted_scaling_and_reproducible():
     np.testing.assert_array_equal(y2.detach().numpy(), y.detach().numpy())
 
 
-def test_dropout_eval_and_edge_probabilities():
-    x = mg.randn(4, 4)
+def test_dropout_eval_and_edge_probabilities(device):
+    x = mg.randn(4, 4, device=device)
     assert F.dropout(x, 0.5, training=False) is x
     assert F.dropout(x, 0.0) is x
     np.testing.assert_array_equal(F.dropout(x, 1.0).numpy(), np.zeros((4, 4)))
 
 
-def test_dropout_gradcheck_with_fixed_mask():
-    x = t64(6, 5)
+def test_dropout_gradcheck_with_fixed_mask(device):
+    x = t64(6, 5, device=device)
     assert gradcheck(lambda a: F.dropout(a, 0.4, generator=mg.Generator().manual_seed(1)), (x,))
 
 
-def test_dropout_float32():
-    x = mg.randn(10, 10, requires_grad=True)
+def test_dropout_float32(device):
+    x = mg.randn(10, 10, requires_grad=True, device=device)
     y = F.dropout(x, 0.5)
     y.sum().backward()
     assert y.dtype == mg.float32 and x.grad.dtype == mg.float32
+    assert y.device == device and x.grad.device == device
 
 
 @pytest.mark.parametrize("p", [-0.1, 1.5, "a"])

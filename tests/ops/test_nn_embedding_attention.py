@@ -12,19 +12,19 @@ from minigrad.errors import ArgumentError, DTypeError, OpIndexError, ShapeError
 RNG = np.random.default_rng(5)
 
 
-def t64(a, requires_grad=True):
-    return mg.tensor(np.asarray(a, dtype=np.float64), requires_grad=requires_grad)
+def t64(a, device=None, requires_grad=True):
+    return mg.tensor(np.asarray(a, dtype=np.float64), requires_grad=requires_grad, device=device)
 
 
 # --- embedding ------------------------------------------------------------------------------------
-def test_embedding_forward_and_repeated_indices_accumulate():
+def test_embedding_forward_and_repeated_indices_accumulate(device):
     w = RNG.standard_normal((5, 3))
     idx = np.array([[0, 2, 2], [4, 2, 0]])
-    W = t64(w)
-    out = F.embedding(mg.tensor(idx), W)
+    W = t64(w, device)
+    out = F.embedding(mg.tensor(idx, device=device), W)
     np.testing.assert_array_equal(out.detach().numpy(), w[idx])
     g = RNG.standard_normal((2, 3, 3))
-    out.backward(mg.tensor(g))
+    out.backward(mg.tensor(g, device=device))
     expected = np.zeros_like(w)
     for (i, j), k in np.ndenumerate(idx):
         expected[k] += g[i, j]
@@ -32,10 +32,10 @@ def test_embedding_forward_and_repeated_indices_accumulate():
     assert np.all(W.grad.numpy()[[1, 3]] == 0)
 
 
-def test_embedding_gradcheck_and_padding_idx():
-    idx = mg.tensor([[1, 3, 1], [0, 3, 2]])
-    assert gradcheck(lambda w: F.embedding(idx, w), (t64(RNG.standard_normal((4, 2))),))
-    W = t64(RNG.standard_normal((4, 2)))
+def test_embedding_gradcheck_and_padding_idx(device):
+    idx = mg.tensor([[1, 3, 1], [0, 3, 2]], device=device)
+    assert gradcheck(lambda w: F.embedding(idx, w), (t64(RNG.standard_normal((4, 2)), device=device),))
+    W = t64(RNG.standard_normal((4, 2)), device=device)
     F.embedding(idx, W, padding_idx=3).sum().backward()
     np.testing.assert_array_equal(W.grad.numpy(), [[1, 1], [2, 2], [1, 1], [0, 0]])
     W.grad = None
@@ -43,9 +43,9 @@ def test_embedding_gradcheck_and_padding_idx():
     np.testing.assert_array_equal(W.grad.numpy()[3], [0, 0])
 
 
-def test_embedding_float32_and_int32_indices():
-    W = mg.randn(6, 4, requires_grad=True)
-    out = F.embedding(mg.tensor(np.array([5, 0, 5], dtype=np.int32)), W)
+def test_embedding_float32_and_int32_indices(device):
+    W = mg.randn(6, 4, requires_grad=True, device=device)
+    out = F.embedding(mg.tensor(np.array([5, 0, 5], dtype=np.int32), device=device), W)
     out.sum().backward()
     assert out.dtype == W.grad.dtype == mg.float32
     np.testing.assert_array_equal(W.grad.numpy()[5], [2, 2, 2, 2])
@@ -83,57 +83,59 @@ def _qkv(B=2, H=2, L=3, S=4, E=5, Ev=3):
             RNG.standard_normal((B, H, S, Ev)))
 
 
-def test_sdpa_plain_forward_and_gradcheck():
+def test_sdpa_plain_forward_and_gradcheck(device):
     q, k, v = _qkv()
-    out = F.scaled_dot_product_attention(t64(q), t64(k), t64(v))
+    out = F.scaled_dot_product_attention(t64(q, device), t64(k, device), t64(v, device))
     np.testing.assert_allclose(out.detach().numpy(), ref_sdpa(q, k, v), rtol=1e-10)
-    assert gradcheck(F.scaled_dot_product_attention, (t64(q), t64(k), t64(v)))
+    assert gradcheck(F.scaled_dot_product_attention, (t64(q, device), t64(k, device), t64(v, device)))
 
 
-def test_sdpa_causal_forward_and_gradcheck():
+def test_sdpa_causal_forward_and_gradcheck(device):
     q, k, v = _qkv(L=4, S=4)
-    out = F.scaled_dot_product_attention(t64(q), t64(k), t64(v), is_causal=True)
+    out = F.scaled_dot_product_attention(t64(q, device), t64(k, device), t64(v, device), is_causal=True)
     np.testing.assert_allclose(out.detach().numpy(), ref_sdpa(q, k, v, causal=True), rtol=1e-10)
     # the first query attends only to the first key
     np.testing.assert_allclose(out.detach().numpy()[..., 0, :], v[..., 0, :], rtol=1e-12)
     assert gradcheck(lambda a, b, c: F.scaled_dot_product_attention(a, b, c, is_causal=True),
-                     (t64(q), t64(k), t64(v)))
+                     (t64(q, device), t64(k, device), t64(v, device)))
 
 
-def test_sdpa_bool_mask_broadcast_and_gradcheck():
+def test_sdpa_bool_mask_broadcast_and_gradcheck(device):
     q, k, v = _qkv()
     mask = RNG.random((1, 1, 3, 4)) > 0.3
     mask[..., 0] = True  # no fully masked row here
-    out = F.scaled_dot_product_attention(t64(q), t64(k), t64(v), attn_mask=mg.tensor(mask), scale=0.7)
+    out = F.scaled_dot_product_attention(t64(q, device), t64(k, device), t64(v, device),
+                                         attn_mask=mg.tensor(mask, device=device), scale=0.7)
     np.testing.assert_allclose(out.detach().numpy(), ref_sdpa(q, k, v, mask, scale=0.7), rtol=1e-10)
-    assert gradcheck(lambda a, b, c: F.scaled_dot_product_attention(a, b, c, attn_mask=mg.tensor(mask)),
-                     (t64(q), t64(k), t64(v)))
+    assert gradcheck(lambda a, b, c: F.scaled_dot_product_attention(a, b, c, attn_mask=mg.tensor(mask, device=device)),
+                     (t64(q, device), t64(k, device), t64(v, device)))
 
 
-def test_sdpa_float_mask_gets_gradient():
+def test_sdpa_float_mask_gets_gradient(device):
     q, k, v = _qkv(B=1)
     mask = RNG.standard_normal((3, 4))
-    out = F.scaled_dot_product_attention(t64(q), t64(k), t64(v), attn_mask=t64(mask, False))
+    out = F.scaled_dot_product_attention(t64(q, device), t64(k, device), t64(v, device),
+                                         attn_mask=t64(mask, device, False))
     np.testing.assert_allclose(out.detach().numpy(), ref_sdpa(q, k, v, mask), rtol=1e-10)
     assert gradcheck(lambda a, b, c, m: F.scaled_dot_product_attention(a, b, c, attn_mask=m),
-                     (t64(q), t64(k), t64(v), t64(mask)))
+                     (t64(q, device), t64(k, device), t64(v, device), t64(mask, device)))
 
 
-def test_sdpa_broadcast_batch_dims_gradcheck():
+def test_sdpa_broadcast_batch_dims_gradcheck(device):
     q = RNG.standard_normal((2, 3, 4))   # (B, L, E)
     k = RNG.standard_normal((1, 5, 4))   # shared across the batch
     v = RNG.standard_normal((5, 2))      # no batch dims at all
-    out = F.scaled_dot_product_attention(t64(q), t64(k), t64(v))
+    out = F.scaled_dot_product_attention(t64(q, device), t64(k, device), t64(v, device))
     np.testing.assert_allclose(out.detach().numpy(), ref_sdpa(q, k, v), rtol=1e-10)
-    assert gradcheck(F.scaled_dot_product_attention, (t64(q), t64(k), t64(v)))
+    assert gradcheck(F.scaled_dot_product_attention, (t64(q, device), t64(k, device), t64(v, device)))
 
 
-def test_sdpa_fully_masked_row_gives_zeros_not_nan():
+def test_sdpa_fully_masked_row_gives_zeros_not_nan(device):
     q, k, v = _qkv(B=1, H=1)
     mask = np.ones((3, 4), dtype=bool)
     mask[1] = False
-    qt, kt, vt = t64(q), t64(k), t64(v)
-    out = F.scaled_dot_product_attention(qt, kt, vt, attn_mask=mg.tensor(mask))
+    qt, kt, vt = t64(q, device), t64(k, device), t64(v, device)
+    out = F.scaled_dot_product_attention(qt, kt, vt, attn_mask=mg.tensor(mask, device=device))
     res = out.detach().numpy()
     np.testing.assert_array_equal(res[0, 0, 1], 0.0)
     np.testing.assert_allclose(res[0, 0, [0, 2]], ref_sdpa(q, k, v)[0, 0, [0, 2]], rtol=1e-10)
@@ -143,16 +145,16 @@ def test_sdpa_fully_masked_row_gives_zeros_not_nan():
     np.testing.assert_array_equal(qt.grad.numpy()[0, 0, 1], 0.0)
 
 
-def test_sdpa_huge_scores_stable():
-    q = mg.tensor(np.full((1, 2, 3), 100.0))
-    k = mg.tensor(np.array([[[100.0, 100, 100], [-100, -100, -100]]]))
-    v = mg.tensor(np.array([[[1.0, 2.0], [3.0, 4.0]]]))
+def test_sdpa_huge_scores_stable(device):
+    q = mg.tensor(np.full((1, 2, 3), 100.0), device=device)
+    k = mg.tensor(np.array([[[100.0, 100, 100], [-100, -100, -100]]]), device=device)
+    v = mg.tensor(np.array([[[1.0, 2.0], [3.0, 4.0]]]), device=device)
     out = F.scaled_dot_product_attention(q, k, v).numpy()
     np.testing.assert_allclose(out, [[[1, 2], [1, 2]]], rtol=1e-6)
 
 
-def test_sdpa_dropout_and_float32():
-    q, k, v = (mg.tensor(a.astype(np.float32), requires_grad=True) for a in _qkv())
+def test_sdpa_dropout_and_float32(device):
+    q, k, v = (mg.tensor(a.astype(np.float32), requires_grad=True, device=device) for a in _qkv())
     g = mg.Generator().manual_seed(0)
     out = F.scaled_dot_product_attention(q, k, v, dropout_p=0.5, generator=g)
     out.sum().backward()
@@ -161,7 +163,8 @@ def test_sdpa_dropout_and_float32():
     assert not np.allclose(out.detach().numpy(), full.detach().numpy())
     q64, k64, v64 = _qkv(B=1, H=1)
     assert gradcheck(lambda a, b, c: F.scaled_dot_product_attention(
-        a, b, c, dropout_p=0.3, generator=mg.Generator().manual_seed(2)), (t64(q64), t64(k64), t64(v64)))
+        a, b, c, dropout_p=0.3, generator=mg.Generator().manual_seed(2)),
+        (t64(q64, device), t64(k64, device), t64(v64, device)))
 
 
 def test_sdpa_misuse():

@@ -3,7 +3,7 @@ import itertools
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 import minigrad as mg
 import minigrad.nn.functional as F
@@ -17,31 +17,33 @@ def arr(*shape):
     return RNG.standard_normal(shape)
 
 
-def t64(a, requires_grad=True):
-    return mg.tensor(np.asarray(a, dtype=np.float64), requires_grad=requires_grad)
+def t64(a, device=None, requires_grad=True):
+    return mg.tensor(np.asarray(a, dtype=np.float64), requires_grad=requires_grad, device=device)
 
 
 # --- linear ---------------------------------------------------------------------------------------
 @pytest.mark.parametrize("lead", [(), (5,), (2, 3)])
-def test_linear_forward(lead):
+def test_linear_forward(lead, device):
     x, w, b = arr(*lead, 4), arr(3, 4), arr(3)
-    np.testing.assert_allclose(F.linear(t64(x), t64(w), t64(b)).detach().numpy(), x @ w.T + b, rtol=1e-12)
-    np.testing.assert_allclose(F.linear(t64(x), t64(w)).detach().numpy(), x @ w.T, rtol=1e-12)
+    out = F.linear(t64(x, device), t64(w, device), t64(b, device))
+    assert out.device == device
+    np.testing.assert_allclose(out.detach().numpy(), x @ w.T + b, rtol=1e-12)
+    np.testing.assert_allclose(F.linear(t64(x, device), t64(w, device)).detach().numpy(), x @ w.T, rtol=1e-12)
 
 
 @pytest.mark.parametrize("lead", [(), (5,), (2, 3)])
-def test_linear_gradcheck(lead):
-    assert gradcheck(F.linear, (t64(arr(*lead, 4)), t64(arr(3, 4)), t64(arr(3))))
-    assert gradcheck(lambda x, w: F.linear(x, w), (t64(arr(*lead, 4)), t64(arr(3, 4))))
+def test_linear_gradcheck(lead, device):
+    assert gradcheck(F.linear, (t64(arr(*lead, 4), device), t64(arr(3, 4), device), t64(arr(3), device)))
+    assert gradcheck(lambda x, w: F.linear(x, w), (t64(arr(*lead, 4), device), t64(arr(3, 4), device)))
 
 
-def test_linear_float32_and_grad_values():
-    x = mg.tensor(arr(6, 4).astype(np.float32), requires_grad=True)
-    w = mg.tensor(arr(3, 4).astype(np.float32), requires_grad=True)
-    b = mg.tensor(arr(3).astype(np.float32), requires_grad=True)
+def test_linear_float32_and_grad_values(device):
+    x = mg.tensor(arr(6, 4).astype(np.float32), requires_grad=True, device=device)
+    w = mg.tensor(arr(3, 4).astype(np.float32), requires_grad=True, device=device)
+    b = mg.tensor(arr(3).astype(np.float32), requires_grad=True, device=device)
     y = F.linear(x, w, b)
     g = arr(6, 3).astype(np.float32)
-    y.backward(mg.tensor(g))
+    y.backward(mg.tensor(g, device=device))
     assert y.dtype == x.grad.dtype == w.grad.dtype == b.grad.dtype == mg.float32
     np.testing.assert_allclose(x.grad.numpy(), g @ w.detach().numpy(), rtol=1e-5)
     np.testing.assert_allclose(w.grad.numpy(), g.T @ x.detach().numpy(), rtol=1e-5)
@@ -106,10 +108,12 @@ def _tup(v, nd):
 
 
 @pytest.mark.parametrize("case", CONV2D_CASES)
-def test_conv2d_forward_matches_reference(case):
+def test_conv2d_forward_matches_reference(case, device):
     N, C, H, W, O, kh, kw, stride, padding, dilation, groups = case
     x, w, b = arr(N, C, H, W), arr(O, C // groups, kh, kw), arr(O)
-    out = F.conv2d(t64(x), t64(w), t64(b), stride=stride, padding=padding, dilation=dilation, groups=groups)
+    out = F.conv2d(t64(x, device), t64(w, device), t64(b, device), stride=stride, padding=padding,
+                   dilation=dilation, groups=groups)
+    assert out.device == device
     ref = ref_conv(x, w, b, _tup(stride, 2), _pads(padding, (kh, kw), _tup(dilation, 2), 2),
                    _tup(dilation, 2), groups)
     assert out.shape == ref.shape
@@ -117,9 +121,9 @@ def test_conv2d_forward_matches_reference(case):
 
 
 @pytest.mark.parametrize("case", CONV2D_CASES)
-def test_conv2d_gradcheck(case):
+def test_conv2d_gradcheck(case, device):
     N, C, H, W, O, kh, kw, stride, padding, dilation, groups = case
-    x, w, b = t64(arr(N, C, H, W)), t64(arr(O, C // groups, kh, kw)), t64(arr(O))
+    x, w, b = t64(arr(N, C, H, W), device), t64(arr(O, C // groups, kh, kw), device), t64(arr(O), device)
     assert gradcheck(lambda x, w, b: F.conv2d(x, w, b, stride, padding, dilation, groups), (x, w, b))
 
 
@@ -132,29 +136,29 @@ CONV1D_CASES = [  # (N, C, L, O, k, stride, padding, dilation, groups)
 
 
 @pytest.mark.parametrize("case", CONV1D_CASES)
-def test_conv1d_forward_and_gradcheck(case):
+def test_conv1d_forward_and_gradcheck(case, device):
     N, C, L, O, k, stride, padding, dilation, groups = case
     x, w, b = arr(N, C, L), arr(O, C // groups, k), arr(O)
-    out = F.conv1d(t64(x), t64(w), t64(b), stride, padding, dilation, groups)
+    out = F.conv1d(t64(x, device), t64(w, device), t64(b, device), stride, padding, dilation, groups)
     ref = ref_conv(x, w, b, (stride,), _pads(padding, (k,), (dilation,), 1), (dilation,), groups)
     np.testing.assert_allclose(out.detach().numpy(), ref, rtol=1e-10, atol=1e-12)
     assert gradcheck(lambda x, w, b: F.conv1d(x, w, b, stride, padding, dilation, groups),
-                     (t64(x), t64(w), t64(b)))
+                     (t64(x, device), t64(w, device), t64(b, device)))
 
 
-def test_conv2d_without_bias_and_unbatched():
+def test_conv2d_without_bias_and_unbatched(device):
     x, w = arr(3, 5, 5), arr(2, 3, 3, 3)
-    out = F.conv2d(t64(x), t64(w), padding=1)
+    out = F.conv2d(t64(x, device), t64(w, device), padding=1)
     assert out.shape == (2, 5, 5)
     np.testing.assert_allclose(out.detach().numpy(), ref_conv(x[None], w, None, (1, 1), ((1, 1), (1, 1)),
                                                               (1, 1), 1)[0], rtol=1e-10)
-    assert gradcheck(lambda x, w: F.conv2d(x, w, padding=1), (t64(x), t64(w)))
+    assert gradcheck(lambda x, w: F.conv2d(x, w, padding=1), (t64(x, device), t64(w, device)))
 
 
-def test_conv2d_float32_preserved():
-    x = mg.tensor(arr(2, 4, 6, 6).astype(np.float32), requires_grad=True)
-    w = mg.tensor(arr(6, 2, 3, 3).astype(np.float32), requires_grad=True)
-    b = mg.tensor(arr(6).astype(np.float32), requires_grad=True)
+def test_conv2d_float32_preserved(device):
+    x = mg.tensor(arr(2, 4, 6, 6).astype(np.float32), requires_grad=True, device=device)
+    w = mg.tensor(arr(6, 2, 3, 3).astype(np.float32), requires_grad=True, device=device)
+    b = mg.tensor(arr(6).astype(np.float32), requires_grad=True, device=device)
     y = F.conv2d(x, w, b, stride=2, padding=1, groups=2)
     assert y.dtype == mg.float32
     y.sum().backward()
@@ -165,10 +169,10 @@ def test_conv2d_float32_preserved():
     np.testing.assert_allclose(b.grad.numpy(), np.full(6, 18.0))  # 3x3 output positions x 2 samples
 
 
-def test_conv2d_bias_grad_counts_positions():
-    x = mg.randn(2, 1, 6, 6)
-    w = mg.randn(3, 1, 3, 3)
-    b = mg.zeros(3, requires_grad=True)
+def test_conv2d_bias_grad_counts_positions(device):
+    x = mg.randn(2, 1, 6, 6, device=device)
+    w = mg.randn(3, 1, 3, 3, device=device)
+    b = mg.zeros(3, requires_grad=True, device=device)
     F.conv2d(x, w, b, stride=2, padding=1).sum().backward()
     np.testing.assert_allclose(b.grad.numpy(), np.full(3, 2 * 3 * 3))
 
@@ -207,9 +211,9 @@ def test_conv_bad_arguments():
         F.conv1d(mg.randn(1, 1, 5), mg.randn(2, 1, 3), mg.randn(3))
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.data())
-def test_conv2d_geometry_fuzz(data):
+def test_conv2d_geometry_fuzz(device, data):
     """Random stride/padding/dilation/groups/kernel: shape and values match the direct definition."""
     groups = data.draw(st.integers(1, 3))
     cg, og = data.draw(st.integers(1, 2)), data.draw(st.integers(1, 2))
@@ -220,7 +224,8 @@ def test_conv2d_geometry_fuzz(data):
     H = data.draw(st.integers(max(1, dilation[0] * (kh - 1) + 1 - 2 * padding[0]), 7))
     W = data.draw(st.integers(max(1, dilation[1] * (kw - 1) + 1 - 2 * padding[1]), 7))
     x, w, b = arr(2, cg * groups, H, W), arr(og * groups, cg, kh, kw), arr(og * groups)
-    out = F.conv2d(t64(x, False), t64(w, False), t64(b, False), stride, padding, dilation, groups)
+    out = F.conv2d(t64(x, device, False), t64(w, device, False), t64(b, device, False), stride, padding, dilation,
+                   groups)
     ref = ref_conv(x, w, b, stride, tuple((p, p) for p in padding), dilation, groups)
     assert out.shape == ref.shape
     np.testing.assert_allclose(out.numpy(), ref, rtol=1e-10, atol=1e-12)

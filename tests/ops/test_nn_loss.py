@@ -9,8 +9,8 @@ from minigrad.autograd import gradcheck
 RNG = np.random.default_rng(4)
 
 
-def t64(a, requires_grad=True):
-    return mg.tensor(np.asarray(a, dtype=np.float64), requires_grad=requires_grad)
+def t64(a, device=None, requires_grad=True):
+    return mg.tensor(np.asarray(a, dtype=np.float64), requires_grad=requires_grad, device=device)
 
 
 def logsoftmax(v):
@@ -67,88 +67,89 @@ def _ce_inputs(shape, weighted, ignore):
 
 
 @pytest.mark.parametrize("case", CE_CASES)
-def test_cross_entropy_forward_and_gradcheck(case):
+def test_cross_entropy_forward_and_gradcheck(case, device):
     shape, weighted, ignore, reduction, eps = case
     x, y, w = _ce_inputs(shape, weighted, ignore)
-    kw = dict(weight=None if w is None else t64(w, False), ignore_index=7 if ignore else -100,
+    kw = dict(weight=None if w is None else t64(w, device, False), ignore_index=7 if ignore else -100,
               reduction=reduction, label_smoothing=eps)
-    out = F.cross_entropy(t64(x), mg.tensor(y), **kw)
+    out = F.cross_entropy(t64(x, device), mg.tensor(y, device=device), **kw)
     ref = ref_cross_entropy(x, y, w, 7 if ignore else -100, reduction, eps)
     np.testing.assert_allclose(out.detach().numpy(), ref, rtol=1e-10, atol=1e-12)
-    assert gradcheck(lambda a: F.cross_entropy(a, mg.tensor(y), **kw), (t64(x),))
+    assert gradcheck(lambda a: F.cross_entropy(a, mg.tensor(y, device=device), **kw), (t64(x, device),))
 
 
 @pytest.mark.parametrize("case", CE_CASES)
-def test_nll_loss_forward_and_gradcheck(case):
+def test_nll_loss_forward_and_gradcheck(case, device):
     shape, weighted, ignore, reduction, _ = case
     x, y, w = _ce_inputs(shape, weighted, ignore)
-    kw = dict(weight=None if w is None else t64(w, False), ignore_index=7 if ignore else -100,
+    kw = dict(weight=None if w is None else t64(w, device, False), ignore_index=7 if ignore else -100,
               reduction=reduction)
-    out = F.nll_loss(t64(x), mg.tensor(y), **kw)
+    out = F.nll_loss(t64(x, device), mg.tensor(y, device=device), **kw)
     ref = ref_cross_entropy(x, y, w, 7 if ignore else -100, reduction, log_probs=True)
     np.testing.assert_allclose(out.detach().numpy(), ref, rtol=1e-10, atol=1e-12)
-    assert gradcheck(lambda a: F.nll_loss(a, mg.tensor(y), **kw), (t64(x),))
+    assert gradcheck(lambda a: F.nll_loss(a, mg.tensor(y, device=device), **kw), (t64(x, device),))
 
 
-def test_cross_entropy_equals_nll_of_log_softmax():
+def test_cross_entropy_equals_nll_of_log_softmax(device):
     x, y = RNG.standard_normal((6, 5)), RNG.integers(0, 5, 6)
-    a = F.cross_entropy(t64(x), mg.tensor(y)).item()
-    b = F.nll_loss(F.log_softmax(t64(x), dim=1), mg.tensor(y)).item()
+    a = F.cross_entropy(t64(x, device), mg.tensor(y, device=device)).item()
+    b = F.nll_loss(F.log_softmax(t64(x, device), dim=1), mg.tensor(y, device=device)).item()
     assert abs(a - b) < 1e-12
 
 
-def test_cross_entropy_known_value():
+def test_cross_entropy_known_value(device):
     # log(e + e^2 + e^3) - 1; with smoothing 0.1: 0.9 * that + 0.1 / 3 * sum_c -logp_c
-    x = mg.tensor([[1.0, 2.0, 3.0]], dtype=mg.float64)
+    x = mg.tensor([[1.0, 2.0, 3.0]], dtype=mg.float64, device=device)
     lse = np.log(np.exp(1) + np.exp(2) + np.exp(3))
-    assert abs(F.cross_entropy(x, mg.tensor([0])).item() - (lse - 1)) < 1e-12
+    assert abs(F.cross_entropy(x, mg.tensor([0], device=device)).item() - (lse - 1)) < 1e-12
     smooth = 0.9 * (lse - 1) + 0.1 / 3 * (3 * lse - 6)
-    assert abs(F.cross_entropy(x, mg.tensor([0]), label_smoothing=0.1).item() - smooth) < 1e-12
+    assert abs(F.cross_entropy(x, mg.tensor([0], device=device), label_smoothing=0.1).item() - smooth) < 1e-12
 
 
-def test_cross_entropy_all_ignored_is_nan_like_pytorch():
-    out = F.cross_entropy(mg.randn(3, 4), mg.tensor([-100, -100, -100]))
+def test_cross_entropy_all_ignored_is_nan_like_pytorch(device):
+    out = F.cross_entropy(mg.randn(3, 4, device=device), mg.tensor([-100, -100, -100], device=device))
     assert np.isnan(out.item())
-    out = F.cross_entropy(mg.randn(3, 4), mg.tensor([-100, -100, -100]), reduction="sum")
+    out = F.cross_entropy(mg.randn(3, 4, device=device), mg.tensor([-100, -100, -100], device=device), reduction="sum")
     assert out.item() == 0.0
 
 
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 @pytest.mark.parametrize("eps", [0.0, 0.2])
-def test_cross_entropy_probability_targets(reduction, eps):
+def test_cross_entropy_probability_targets(reduction, eps, device):
     x = RNG.standard_normal((4, 3, 2))
     p = RNG.random((4, 3, 2))
     p /= p.sum(axis=1, keepdims=True)
     w = RNG.random(3) + 0.5
-    out = F.cross_entropy(t64(x), t64(p, False), weight=t64(w, False), reduction=reduction, label_smoothing=eps)
+    out = F.cross_entropy(t64(x, device), t64(p, device, False), weight=t64(w, device, False), reduction=reduction,
+                          label_smoothing=eps)
     np.testing.assert_allclose(out.detach().numpy(), ref_cross_entropy_probs(x, p, w, reduction, eps), rtol=1e-10)
-    assert gradcheck(lambda a, t: F.cross_entropy(a, t, weight=t64(w, False), reduction=reduction,
-                                                  label_smoothing=eps), (t64(x), t64(p)))
+    assert gradcheck(lambda a, t: F.cross_entropy(a, t, weight=t64(w, device, False), reduction=reduction,
+                                                  label_smoothing=eps), (t64(x, device), t64(p, device)))
 
 
-def test_cross_entropy_unbatched():
+def test_cross_entropy_unbatched(device):
     x = RNG.standard_normal(5)
-    out = F.cross_entropy(t64(x), mg.tensor(2), reduction="none")
+    out = F.cross_entropy(t64(x, device), mg.tensor(2, device=device), reduction="none")
     assert out.shape == ()
     assert abs(out.item() + logsoftmax(x)[2]) < 1e-12
-    assert gradcheck(lambda a: F.cross_entropy(a, mg.tensor(2), reduction="none"), (t64(x),))
+    assert gradcheck(lambda a: F.cross_entropy(a, mg.tensor(2, device=device), reduction="none"), (t64(x, device),))
 
 
-def test_cross_entropy_stable_for_huge_logits():
-    x = mg.tensor([[1e4, -1e4, 0.0], [-1e30, 1e30, 0.0]], requires_grad=True)
-    loss = F.cross_entropy(x, mg.tensor([1, 0]), label_smoothing=0.1)
+def test_cross_entropy_stable_for_huge_logits(device):
+    x = mg.tensor([[1e4, -1e4, 0.0], [-1e30, 1e30, 0.0]], requires_grad=True, device=device)
+    loss = F.cross_entropy(x, mg.tensor([1, 0], device=device), label_smoothing=0.1)
     assert np.isfinite(loss.item())
     loss.backward()
     assert np.all(np.isfinite(x.grad.numpy()))
-    np.testing.assert_allclose(F.cross_entropy(x, mg.tensor([0, 1]), reduction="none").detach().numpy(),
+    np.testing.assert_allclose(F.cross_entropy(x, mg.tensor([0, 1], device=device), reduction="none").detach().numpy(),
                                [0, 0], atol=1e-6)
 
 
-def test_losses_float32_preserved():
-    x = mg.tensor(RNG.standard_normal((4, 3)).astype(np.float32), requires_grad=True)
-    t = mg.tensor(RNG.random((4, 3)).astype(np.float32), requires_grad=True)
-    w = mg.tensor(np.ones(3, np.float32))
-    y = mg.tensor([0, 2, 1, 2])
+def test_losses_float32_preserved(device):
+    x = mg.tensor(RNG.standard_normal((4, 3)).astype(np.float32), requires_grad=True, device=device)
+    t = mg.tensor(RNG.random((4, 3)).astype(np.float32), requires_grad=True, device=device)
+    w = mg.tensor(np.ones(3, np.float32), device=device)
+    y = mg.tensor([0, 2, 1, 2], device=device)
     for fn in (lambda: F.cross_entropy(x, y, weight=w, label_smoothing=0.1),
                lambda: F.nll_loss(x, y), lambda: F.mse_loss(x, t),
                lambda: F.binary_cross_entropy_with_logits(x, t, pos_weight=w),
@@ -163,17 +164,17 @@ def test_losses_float32_preserved():
 
 # --- mse ------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
-def test_mse_loss(reduction):
+def test_mse_loss(reduction, device):
     a, b = RNG.standard_normal((3, 4)), RNG.standard_normal((3, 4))
     d = (a - b) ** 2
     ref = {"mean": d.mean(), "sum": d.sum(), "none": d}[reduction]
-    np.testing.assert_allclose(F.mse_loss(t64(a), t64(b), reduction).detach().numpy(), ref, rtol=1e-12)
-    assert gradcheck(lambda x, y: F.mse_loss(x, y, reduction), (t64(a), t64(b)))
+    np.testing.assert_allclose(F.mse_loss(t64(a, device), t64(b, device), reduction).detach().numpy(), ref, rtol=1e-12)
+    assert gradcheck(lambda x, y: F.mse_loss(x, y, reduction), (t64(a, device), t64(b, device)))
 
 
-def test_mse_loss_broadcast_warns_like_pytorch():
+def test_mse_loss_broadcast_warns_like_pytorch(device):
     with pytest.warns(UserWarning, match="mse_loss: using a target size"):
-        out = F.mse_loss(mg.zeros(3, 2), mg.ones(2))
+        out = F.mse_loss(mg.zeros(3, 2, device=device), mg.ones(2, device=device))
     assert out.item() == 1.0
 
 
@@ -187,14 +188,15 @@ def ref_bce(x, t, w=None, pw=None, reduction="mean"):
 
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 @pytest.mark.parametrize("use_w,use_pw", [(False, False), (True, False), (False, True), (True, True)])
-def test_bce_with_logits(reduction, use_w, use_pw):
+def test_bce_with_logits(reduction, use_w, use_pw, device):
     x, t = RNG.standard_normal((4, 3)) * 2, RNG.random((4, 3))
     w = RNG.random((4, 1)) + 0.5 if use_w else None      # broadcast weights, as PyTorch allows
     pw = RNG.random(3) + 0.5 if use_pw else None         # one per class (last dim)
-    out = F.binary_cross_entropy_with_logits(t64(x), t64(t), None if w is None else t64(w),
-                                             reduction, None if pw is None else t64(pw))
+    out = F.binary_cross_entropy_with_logits(t64(x, device), t64(t, device), None if w is None else t64(w, device),
+                                             reduction, None if pw is None else t64(pw, device))
     np.testing.assert_allclose(out.detach().numpy(), ref_bce(x, t, w, pw, reduction), rtol=1e-10)
-    args = [t64(x), t64(t)] + ([t64(w)] if use_w else []) + ([t64(pw)] if use_pw else [])
+    args = ([t64(x, device), t64(t, device)] + ([t64(w, device)] if use_w else [])
+            + ([t64(pw, device)] if use_pw else []))
 
     def fn(x, t, *rest):
         rest = list(rest)
@@ -205,9 +207,9 @@ def test_bce_with_logits(reduction, use_w, use_pw):
     assert gradcheck(fn, tuple(args))
 
 
-def test_bce_with_logits_stable_for_huge_logits():
-    x = mg.tensor([1e4, -1e4, 100.0, -100.0], requires_grad=True)
-    t = mg.tensor([0.0, 1.0, 1.0, 0.0])
+def test_bce_with_logits_stable_for_huge_logits(device):
+    x = mg.tensor([1e4, -1e4, 100.0, -100.0], requires_grad=True, device=device)
+    t = mg.tensor([0.0, 1.0, 1.0, 0.0], device=device)
     loss = F.binary_cross_entropy_with_logits(x, t, reduction="none")
     np.testing.assert_allclose(loss.detach().numpy(), [1e4, 1e4, 0, 0], rtol=1e-6, atol=1e-30)
     loss.sum().backward()

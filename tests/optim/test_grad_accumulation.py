@@ -8,9 +8,10 @@ import minigrad as mg
 from minigrad import nn, optim
 
 
-def _mlp():
+def _mlp(device):
     mg.manual_seed(0)
-    return nn.Sequential(nn.Linear(6, 16), nn.Tanh(), nn.Linear(16, 16), nn.GELU(), nn.Linear(16, 3)).double()
+    model = nn.Sequential(nn.Linear(6, 16), nn.Tanh(), nn.Linear(16, 16), nn.GELU(), nn.Linear(16, 3))
+    return model.double().to(device)
 
 
 @pytest.mark.parametrize("make_opt", [
@@ -19,10 +20,10 @@ def _mlp():
     lambda p: optim.AdamW(p, lr=1e-2, weight_decay=0.1),
 ], ids=["sgd_momentum", "sgd_nesterov_wd", "adamw"])
 @pytest.mark.parametrize("loss_name", ["cross_entropy", "mse"])
-def test_micro_batches_match_full_batch(make_opt, loss_name):
+def test_micro_batches_match_full_batch(make_opt, loss_name, device):
     k, b, steps = 4, 8, 3
     rng = np.random.default_rng(1)
-    full = _mlp()
+    full = _mlp(device)
     acc = copy.deepcopy(full)
     opt_full, opt_acc = make_opt(full.parameters()), make_opt(acc.parameters())
 
@@ -35,13 +36,13 @@ def test_micro_batches_match_full_batch(make_opt, loss_name):
         x = rng.standard_normal((k * b, 6))
         y = rng.integers(0, 3, k * b) if loss_name == "cross_entropy" else rng.standard_normal((k * b, 3))
         opt_full.zero_grad()
-        loss_fn(full(mg.tensor(x)), mg.tensor(y)).backward()
+        loss_fn(full(mg.tensor(x, device=device)), mg.tensor(y, device=device)).backward()
         opt_full.step()
 
         opt_acc.zero_grad()
         for i in range(k):
             sl = slice(i * b, (i + 1) * b)
-            (loss_fn(acc(mg.tensor(x[sl])), mg.tensor(y[sl])) / k).backward()
+            (loss_fn(acc(mg.tensor(x[sl], device=device)), mg.tensor(y[sl], device=device)) / k).backward()
         opt_acc.step()
 
     for (name, p), q in zip(full.named_parameters(), acc.parameters()):
@@ -50,10 +51,10 @@ def test_micro_batches_match_full_batch(make_opt, loss_name):
         np.testing.assert_allclose(q.detach().numpy(), p.detach().numpy(), rtol=1e-10, atol=1e-12, err_msg=name)
 
 
-def test_accumulated_gradient_equals_full_batch_gradient():
-    model = _mlp()
-    x = mg.randn(12, 6, dtype=mg.float64)
-    y = mg.randint(0, 3, (12,))
+def test_accumulated_gradient_equals_full_batch_gradient(device):
+    model = _mlp(device)
+    x = mg.randn(12, 6, dtype=mg.float64, device=device)
+    y = mg.randint(0, 3, (12,), device=device)
     nn.functional.cross_entropy(model(x), y).backward()
     full = [p.grad.numpy().copy() for p in model.parameters()]
     model.zero_grad()

@@ -102,22 +102,24 @@ def _make_grads(shapes, steps, seed=0):
 
 
 @pytest.mark.parametrize("cls,kw", CASES, ids=lambda v: v.__name__ if isinstance(v, type) else str(v))
-def test_update_formula_matches_reference_with_param_groups(cls, kw):
+def test_update_formula_matches_reference_with_param_groups(cls, kw, device):
     rng = np.random.default_rng(1)
     shapes = [(3, 4), (5,), (2, 3)]
     init = [rng.standard_normal(s) for s in shapes]
-    params = [nn.Parameter(mg.tensor(a)) for a in init]
+    params = [nn.Parameter(mg.tensor(a, device=device)) for a in init]
     lrs = [0.1, 0.1, 0.02]
     opt = cls([{"params": params[:2]}, {"params": params[2:], "lr": lrs[2]}], lr=lrs[0], **kw)
     steps = 5
     grads = _make_grads(shapes, steps)
     for t in range(steps):
         for p, g in zip(params, grads):
-            p.grad = mg.tensor(g[t])
+            p.grad = mg.tensor(g[t], device=device)
         opt.step()
     for p, a, g, lr in zip(params, init, grads, lrs):
         expected = REFS[cls](a.copy(), g, lr, **kw)
         np.testing.assert_allclose(p.detach().numpy(), expected, rtol=1e-12, atol=1e-14)
+        assert p.device == device
+        assert all(v.device == device for v in opt.state[p].values() if isinstance(v, mg.Tensor))
 
 
 def test_group_options_override_defaults_and_are_filled_in():
@@ -144,10 +146,10 @@ def test_group_options_override_defaults_and_are_filled_in():
         optim.Adam([a], betas=(1.0, 0.9))
 
 
-def test_step_skips_params_without_grad_and_bumps_versions():
-    a, b = nn.Parameter(mg.ones(2)), nn.Parameter(mg.ones(2))
+def test_step_skips_params_without_grad_and_bumps_versions(device):
+    a, b = nn.Parameter(mg.ones(2, device=device)), nn.Parameter(mg.ones(2, device=device))
     opt = optim.Adam([a, b], lr=0.1)
-    a.grad = mg.ones(2)
+    a.grad = mg.ones(2, device=device)
     va, vb = a._version, b._version
     opt.step()
     assert a._version > va and b._version == vb
@@ -156,8 +158,8 @@ def test_step_skips_params_without_grad_and_bumps_versions():
     assert opt.state[a]["step"] == 1
 
 
-def test_zero_grad_to_none_or_zeros():
-    a = nn.Parameter(mg.ones(3))
+def test_zero_grad_to_none_or_zeros(device):
+    a = nn.Parameter(mg.ones(3, device=device))
     opt = optim.SGD([a], lr=0.1)
     (a * 2).sum().backward()
     opt.zero_grad(set_to_none=False)
@@ -168,8 +170,8 @@ def test_zero_grad_to_none_or_zeros():
     assert a.grad is None
 
 
-def test_closure_is_evaluated_with_grad_enabled():
-    w = nn.Parameter(mg.tensor([3.0], dtype=mg.float64))
+def test_closure_is_evaluated_with_grad_enabled(device):
+    w = nn.Parameter(mg.tensor([3.0], dtype=mg.float64, device=device))
     opt = optim.SGD([w], lr=0.25)
 
     def closure():
@@ -183,13 +185,13 @@ def test_closure_is_evaluated_with_grad_enabled():
     np.testing.assert_allclose(w.detach().numpy(), [3.0 - 0.25 * 6.0])
 
 
-def test_training_a_model_end_to_end_decreases_the_loss():
+def test_training_a_model_end_to_end_decreases_the_loss(device):
     mg.manual_seed(0)
-    x = mg.randn(64, 3, dtype=mg.float64)
-    y = x @ mg.tensor([[1.0], [-2.0], [0.5]], dtype=mg.float64) + 0.3
+    x = mg.randn(64, 3, dtype=mg.float64, device=device)
+    y = x @ mg.tensor([[1.0], [-2.0], [0.5]], dtype=mg.float64, device=device) + 0.3
     for cls, kw in [(optim.SGD, dict(lr=0.1, momentum=0.9)), (optim.Adam, dict(lr=0.05)),
                     (optim.AdamW, dict(lr=0.05)), (optim.RMSprop, dict(lr=0.01))]:
-        model = nn.Linear(3, 1).double()
+        model = nn.Linear(3, 1, device=device).double()
         opt = cls(model.parameters(), **kw)
         first = None
         for _ in range(100):
@@ -201,22 +203,23 @@ def test_training_a_model_end_to_end_decreases_the_loss():
         assert loss.item() < 0.05 * first, cls.__name__
 
 
-def test_optimizer_keeps_working_after_module_double():
-    model = nn.Linear(2, 1)
+def test_optimizer_keeps_working_after_module_double(device):
+    model = nn.Linear(2, 1, device=device)
     opt = optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     model.double()
-    model(mg.ones(1, 2, dtype=mg.float64)).sum().backward()
+    model(mg.ones(1, 2, dtype=mg.float64, device=device)).sum().backward()
     opt.step()
     assert model.weight.dtype == mg.float64
     assert opt.state[model.weight]["momentum_buffer"].dtype == mg.float64
+    assert opt.state[model.weight]["momentum_buffer"].device == device
 
 
-def test_float32_updates_stay_float32():
+def test_float32_updates_stay_float32(device):
     for cls in (optim.SGD, optim.Adam, optim.AdamW, optim.RMSprop):
-        p = nn.Parameter(mg.ones(4))
+        p = nn.Parameter(mg.ones(4, device=device))
         opt = cls([p], lr=0.1, **({"momentum": 0.9} if cls in (optim.SGD, optim.RMSprop) else {}))
         for _ in range(2):
-            p.grad = mg.ones(4)
+            p.grad = mg.ones(4, device=device)
             opt.step()
         assert p.dtype == mg.float32 and p.data.dtype == np.float32
         for v in opt.state[p].values():
