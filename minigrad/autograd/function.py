@@ -23,6 +23,7 @@ _saved_hooks = []  # stack of (pack, unpack) pairs, see saved_tensors_hooks
 Tensor = None  # bound by minigrad.tensor (the core's one import cycle, broken here)
 
 _FLOATING = frozenset("fc")
+_new = object.__new__
 # NumPy < 2 promotes float32 0-d arrays combined with Python floats to float64 (value-based casting);
 # NumPy 2 (NEP 50) keeps float32. Under NumPy 1.x, results are cast back to their inputs' float dtype.
 LEGACY_PROMOTION = np.lib.NumpyVersion(np.__version__) < "2.0.0"
@@ -140,13 +141,20 @@ class Function:
                 alloc.current_op = prev_op
         if _anomaly.enabled:
             anomaly.check(out, ctx.xp, cls.name, "output")
-        result = Tensor._make(out, device)
+        result = _new(Tensor)  # Tensor._make, inlined: this is the hottest path of the framework
+        result.data = out
+        result.device = device
+        result.grad = None
+        result._vc = [0]
         if track and out.dtype.kind in _FLOATING and not ctx._non_diff:
             result.requires_grad = True
             result.grad_fn = ctx
             ctx.next = tuple(edges)
             if ctx._saved:
                 ctx._versions = _version_records(ctx, args, raw, out, result)
+        else:
+            result.requires_grad = False
+            result.grad_fn = None
         return result
 
 
