@@ -29,6 +29,7 @@ Warmup then cosine (the usual transformer schedule) is a combination::
 the lr is base_lr * (t + 1) / (warmup_steps + 1), at t = warmup_steps it is base_lr, and it then follows
 the cosine down to ``min_lr`` at t = total_steps. Call ``sched.step()`` once per optimizer step.
 """
+import abc
 import math
 import types
 from bisect import bisect_right
@@ -40,7 +41,7 @@ __all__ = ["LRScheduler", "StepLR", "MultiStepLR", "ExponentialLR", "CosineAnnea
            "MultiplicativeLR", "LinearLR", "ConstantLR", "SequentialLR", "OneCycleLR", "warmup_cosine"]
 
 
-class LRScheduler:
+class LRScheduler(abc.ABC):
     """Base class: subclasses define ``get_lr()`` (the chainable, recursive form, as PyTorch) and
     optionally ``_get_closed_form_lr()`` (used by ``step(epoch)``)."""
 
@@ -64,8 +65,9 @@ class LRScheduler:
         self._step_count = 0
         self.step()
 
+    @abc.abstractmethod
     def get_lr(self):
-        raise NotImplementedError
+        """The learning rate of each param group at ``self.last_epoch`` (each schedule defines its own)."""
 
     def get_last_lr(self):
         """The learning rates set by the last ``step()`` (one per param group)."""
@@ -318,6 +320,10 @@ class SequentialLR(LRScheduler):
         else:
             scheduler.step()
         self._last_lr = scheduler.get_last_lr()
+
+    def get_lr(self):
+        """The active child schedule's learning rates (it does the computing)."""
+        return self._last_lr
 
     def state_dict(self):
         state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}

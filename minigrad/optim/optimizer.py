@@ -9,6 +9,7 @@ State tensors (momentum buffers, Adam moments) are Tensors on the parameter's de
 Python ints. ``state_dict()`` refers to parameters by index (0, 1, ... over all groups in order), so it can
 be loaded into an optimizer built over a fresh copy of the model, and saved with ``mg.save``.
 """
+import abc
 import copy
 from collections import defaultdict
 
@@ -29,7 +30,7 @@ class _RequiredParameter:
 required = _RequiredParameter()
 
 
-class Optimizer:
+class Optimizer(abc.ABC):
     """Base class: ``Optimizer(params, defaults)``; ``params`` is an iterable of tensors or of dicts
     (param groups: ``{'params': [...], 'lr': ...}``) whose missing options come from ``defaults``."""
 
@@ -103,8 +104,9 @@ class Optimizer:
         for group in self.param_groups:
             zero_grad(group["params"], set_to_none)
 
+    @abc.abstractmethod
     def step(self, closure=None):
-        raise NotImplementedError
+        """Update every parameter from its ``.grad`` (each optimizer defines its own rule)."""
 
     def _closure_loss(self, closure):
         if closure is None:

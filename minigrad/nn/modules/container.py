@@ -151,9 +151,6 @@ class ModuleList(Module):
         del self[idx]
         return m
 
-    def forward(self, *args, **kwargs):
-        raise NotImplementedError("ModuleList has no forward(); iterate over it in your module's forward")
-
 
 class ModuleDict(Module):
     """A dict of modules by name, registered in insertion order."""
@@ -202,9 +199,6 @@ class ModuleDict(Module):
         items = modules.items() if hasattr(modules, "items") else modules
         for key, module in items:
             self[key] = module
-
-    def forward(self, *args, **kwargs):
-        raise NotImplementedError("ModuleDict has no forward(); index it in your module's forward")
 
 
 class ParameterList(Module):

@@ -54,7 +54,10 @@ class _BatchNorm(Module):
             init.zeros_(self.bias)
 
     def _check_input_dim(self, input):
-        raise NotImplementedError
+        """Subclasses narrow this down (BatchNorm1d: 2-D/3-D, BatchNorm2d: 4-D)."""
+        if input.ndim < 2:
+            raise ShapeError(f"{type(self).__name__}: expected an input with a channel dim (N, C, ...), got "
+                             f"shape {tuple(input.shape)}")
 
     def forward(self, input):
         self._check_input_dim(input)
