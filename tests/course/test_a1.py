@@ -3,7 +3,7 @@ implemented" message per test, planted bugs score partially with feedback that n
 is, and an early part's failure never cascades into later parts.
 
 Planted bugs live in a1_variants/, one file per bug: graded cells in the ``# %% [cell-id]`` format
-that replace the solution's cells of the same id.
+(whole cells, or patches of the solution's cells: see course_support.py).
 """
 import re
 import time
@@ -16,6 +16,7 @@ from autograder import check
 from autograder.generate import render, student_notebook
 from autograder.grader import GradeOptions, grade_notebook
 from autograder.spec import ROOT, load_assignment
+from course_support import cell_overrides, result_of, scores, solution_with as _solution_with
 
 SOLUTION = ROOT / "solutions" / "a1_autograd.ipynb"
 STUDENT = ROOT / "assignments" / "a1_autograd.ipynb"
@@ -31,7 +32,6 @@ FULL = {
     "part4/im2col": 5, "part4/col2im": 5, "part4/Conv2d forward": 4, "part4/Conv2d backward": 6,
 }
 PART_POINTS = {"part1": 20, "part2": 30, "part3": 30, "part4": 20}
-_MARK = re.compile(r"^# %% \[(?P<id>[^\]]+)\]\s*$")
 
 
 @pytest.fixture(scope="module")
@@ -39,38 +39,8 @@ def a1():
     return load_assignment("a1")
 
 
-def scores(result):
-    return {t.key: t.score for t in result.tests}
-
-
-def result_of(result, key):
-    return next(t for t in result.tests if t.key == key)
-
-
-def cell_overrides(text):
-    """{cell id: source} from a script of ``# %% [cell-id]`` cells (text before the first marker is ignored)."""
-    cells, cur = {}, None
-    for line in text.splitlines():
-        m = _MARK.match(line)
-        if m:
-            cur = m.group("id")
-            cells[cur] = []
-        elif cur is not None:
-            cells[cur].append(line)
-    return {k: "\n".join(v).strip("\n") + "\n" for k, v in cells.items()}
-
-
 def solution_with(path, overrides):
-    """The solution notebook with some graded cells replaced."""
-    nb = nbformat.read(SOLUTION, as_version=4)
-    left = dict(overrides)
-    for cell in nb.cells:
-        gid = cell.metadata.get("grader", {}).get("id")
-        if gid in left:
-            cell.source = left.pop(gid)
-    assert not left, f"no graded cells {sorted(left)} in the solution"
-    nbformat.write(nb, str(path))
-    return path
+    return _solution_with(SOLUTION, path, overrides)
 
 
 def grade(a1, path, **opts):
@@ -222,7 +192,7 @@ def test_every_variant_file_is_tested():
 @pytest.mark.parametrize("variant", sorted(PLANTED))
 def test_planted_bug_scores_partially_and_names_its_location(a1, tmp_path, variant):
     changed, feedback = PLANTED[variant]
-    path = solution_with(tmp_path / f"{variant}.ipynb", cell_overrides((VARIANTS / f"{variant}.py").read_text()))
+    path = solution_with(tmp_path / f"{variant}.ipynb", cell_overrides((VARIANTS / f"{variant}.py").read_text(), SOLUTION))
     r = grade(a1, path)
     assert r.status == "ok", r.message
     got = scores(r)

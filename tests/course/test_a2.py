@@ -4,7 +4,7 @@ partially with feedback that names where the bug is, lying allocators get no cre
 failure never cascades into later parts.
 
 Planted bugs and liars live in a2_variants/, one file per submission: graded cells in the
-``# %% [cell-id]`` format that replace the solution's cells of the same id.
+``# %% [cell-id]`` format (whole cells, or patches of the solution's cells: see course_support.py).
 """
 import re
 import sys
@@ -19,6 +19,7 @@ from autograder import check
 from autograder.generate import render, student_notebook
 from autograder.grader import GradeOptions, grade_notebook
 from autograder.spec import ROOT, load_assignment
+from course_support import cell_overrides, result_of, scores, solution_with
 
 SOLUTION = ROOT / "solutions" / "a2_memory.ipynb"
 STUDENT = ROOT / "assignments" / "a2_memory.ipynb"
@@ -35,7 +36,6 @@ FULL = {
 PART_POINTS = {"part1": 10, "part2": 10, "part3": 15, "part4": 15}
 CELL_OF_PART = {"part1": ("a2-sizes", "a2-bump"), "part2": ("a2-bestfit",), "part3": ("a2-coalesce",),
                 "part4": ("a2-oom",)}
-_MARK = re.compile(r"^# %% \[(?P<id>[^\]]+)\]\s*$")
 
 
 @pytest.fixture(scope="module")
@@ -48,43 +48,13 @@ def spec(a2):
     return sys.modules[a2.module_name]
 
 
-def scores(result):
-    return {t.key: t.score for t in result.tests}
-
-
-def result_of(result, key):
-    return next(t for t in result.tests if t.key == key)
-
-
-def cell_overrides(text):
-    """{cell id: source} from a script of ``# %% [cell-id]`` cells (text before the first marker is ignored)."""
-    cells, cur = {}, None
-    for line in text.splitlines():
-        m = _MARK.match(line)
-        if m:
-            cur = m.group("id")
-            cells[cur] = []
-        elif cur is not None:
-            cells[cur].append(line)
-    return {k: "\n".join(v).strip("\n") + "\n" for k, v in cells.items()}
-
-
 def submission(tmp_path, overrides, name="submission"):
     """The solution notebook with some graded cells replaced."""
-    nb = nbformat.read(SOLUTION, as_version=4)
-    over = dict(overrides)
-    for cell in nb.cells:
-        gid = cell.get("metadata", {}).get("grader", {}).get("id")
-        if gid in over:
-            cell.source = over.pop(gid)
-    assert not over, f"no such graded cells: {sorted(over)}"
-    path = tmp_path / f"a2_{name}.ipynb"
-    nbformat.write(nb, str(path))
-    return path
+    return solution_with(SOLUTION, tmp_path / f"a2_{name}.ipynb", overrides)
 
 
 def variant(tmp_path, name):
-    return submission(tmp_path, cell_overrides((VARIANTS / f"{name}.py").read_text()), name)
+    return submission(tmp_path, cell_overrides((VARIANTS / f"{name}.py").read_text(), SOLUTION), name)
 
 
 def grade(a2, path, tmp_path, **opts):

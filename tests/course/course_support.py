@@ -1,0 +1,83 @@
+"""Shared by the assignment tests: planted-bug variants as patches of the solution's graded cells.
+
+A variant file holds ``# %% [cell-id]`` cells. A plain cell replaces the solution's cell of that id
+(a hostile or from-scratch submission). A ``# %% [cell-id] patch`` cell changes the solution's cell in
+place with blocks of::
+
+    # <<<
+    lines of the solution cell (must occur exactly once)
+    # ===
+    what the student wrote instead
+    # >>>
+
+so a planted bug reads as the few lines it changes, and the rest of the cell stays the solution's.
+"""
+import re
+
+import nbformat
+
+_MARK = re.compile(r"^# %% \[(?P<id>[^\]]+)\](?P<patch> patch)?\s*$")
+
+
+_MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")
+
+
+def solution_cells(solution):
+    """{grader cell id: source} of a solution notebook, as a student who got it right would write it: the
+    ``### BEGIN/END SOLUTION`` marker lines left out."""
+    nb = nbformat.read(solution, as_version=4)
+    out = {}
+    for c in nb.cells:
+        cid = c.metadata.get("grader", {}).get("id")
+        if cid:
+            lines = [line for line in c.source.splitlines() if line.strip() not in _MARKERS]
+            out[cid] = "\n".join(lines).strip("\n") + "\n"
+    return out
+
+
+def _apply_patch(source, body, cell_id):
+    out = source
+    for block in re.findall(r"^# <<<\n(.*?)^# ===\n(.*?)^# >>>$", body, flags=re.S | re.M):
+        old, new = block
+        assert out.count(old) == 1, f"patch for cell {cell_id!r}: the old lines must occur exactly once"
+        out = out.replace(old, new)
+    return out
+
+
+def cell_overrides(text, solution):
+    """{cell id: source} for the cells a variant file replaces or patches."""
+    cells, cur = {}, None
+    for line in text.splitlines():
+        m = _MARK.match(line)
+        if m:
+            cur = m.group("id")
+            cells[cur] = (bool(m.group("patch")), [])
+        elif cur is not None:
+            cells[cur][1].append(line)
+    base = solution_cells(solution)
+    out = {}
+    for cid, (is_patch, lines) in cells.items():
+        body = "\n".join(lines).strip("\n") + "\n"
+        out[cid] = _apply_patch(base[cid], body, cid) if is_patch else body
+    return out
+
+
+def solution_with(solution, path, overrides):
+    """Write the solution notebook with some graded cells replaced to ``path``."""
+    nb = nbformat.read(solution, as_version=4)
+    left = dict(overrides)
+    for cell in nb.cells:
+        gid = cell.metadata.get("grader", {}).get("id")
+        if gid in left:
+            cell.source = left.pop(gid)
+    assert not left, f"no graded cells {sorted(left)} in the solution"
+    nbformat.write(nb, str(path))
+    return path
+
+
+def scores(result):
+    return {t.key: t.score for t in result.tests}
+
+
+def result_of(result, key):
+    return next(t for t in result.tests if t.key == key)
