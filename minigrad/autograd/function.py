@@ -14,6 +14,7 @@ import weakref
 import numpy as np
 
 from ..backend.device import get_backend
+from ..backend.layout import empty_in_order, memory_order
 from ..errors import AutogradError, DeviceError, MinigradError, ShapeError, DTypeError, OpIndexError
 from . import anomaly, grad_mode
 
@@ -80,6 +81,11 @@ class Function:
         pool on, a result is born in a pool block instead of being copied into one afterwards.
         """
         return self.device.backend.empty(shape, dtype)
+
+    def empty_like(self, shape, dtype, like):
+        """``empty`` with the memory layout of the array ``like`` (same ndim): a channels-last input gets a
+        channels-last result, so the op's passes read and write memory in order (backend/layout.py)."""
+        return empty_in_order(self.device.backend.empty, shape, dtype, memory_order(like))
 
     def mark_non_differentiable(self):
         """The output never requires grad (argmax-like results computed through apply)."""

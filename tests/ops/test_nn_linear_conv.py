@@ -94,6 +94,18 @@ CONV2D_CASES = [  # (N, C, H, W, O, kh, kw, stride, padding, dilation, groups)
 ]
 
 
+def channels_last(x):
+    """The same values with channels innermost in memory (what a previous conv returns): differentiable."""
+    perm = (0,) + tuple(range(2, x.ndim)) + (1,)
+    back = (0, x.ndim - 1) + tuple(range(1, x.ndim - 1))
+    y = x.permute(*perm).contiguous().permute(*back)
+    assert x.shape[1] == 1 or y.data.strides[1] == y.data.itemsize
+    return y
+
+
+LAYOUTS = {"channels_first": lambda x: x, "channels_last": channels_last}
+
+
 def _pads(padding, kernel, dilation, nd):
     if padding == "same":
         return tuple((d * (k - 1) // 2, d * (k - 1) - d * (k - 1) // 2) for k, d in zip(kernel, dilation))
@@ -107,11 +119,12 @@ def _tup(v, nd):
     return v if isinstance(v, tuple) else (v,) * nd
 
 
+@pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("case", CONV2D_CASES)
-def test_conv2d_forward_matches_reference(case, device):
+def test_conv2d_forward_matches_reference(case, layout, device):
     N, C, H, W, O, kh, kw, stride, padding, dilation, groups = case
     x, w, b = arr(N, C, H, W), arr(O, C // groups, kh, kw), arr(O)
-    out = F.conv2d(t64(x, device), t64(w, device), t64(b, device), stride=stride, padding=padding,
+    out = F.conv2d(LAYOUTS[layout](t64(x, device)), t64(w, device), t64(b, device), stride=stride, padding=padding,
                    dilation=dilation, groups=groups)
     assert out.device == device
     ref = ref_conv(x, w, b, _tup(stride, 2), _pads(padding, (kh, kw), _tup(dilation, 2), 2),
@@ -120,11 +133,29 @@ def test_conv2d_forward_matches_reference(case, device):
     np.testing.assert_allclose(out.detach().numpy(), ref, rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("case", CONV2D_CASES)
-def test_conv2d_gradcheck(case, device):
+def test_conv2d_gradcheck(case, layout, device):
     N, C, H, W, O, kh, kw, stride, padding, dilation, groups = case
     x, w, b = t64(arr(N, C, H, W), device), t64(arr(O, C // groups, kh, kw), device), t64(arr(O), device)
-    assert gradcheck(lambda x, w, b: F.conv2d(x, w, b, stride, padding, dilation, groups), (x, w, b))
+    to = LAYOUTS[layout]
+    assert gradcheck(lambda x, w, b: F.conv2d(to(x), w, b, stride, padding, dilation, groups), (x, w, b))
+
+
+def test_conv2d_output_is_channels_last_view_and_chains(device):
+    """conv returns channels-last memory viewed as (N, O, H, W); a second conv reads it as such (the
+    'kc' im2col order) and the whole chain matches the reference and passes gradcheck."""
+    x, w1, w2 = arr(2, 3, 6, 6), arr(4, 3, 3, 3), arr(2, 2, 2, 2)
+    y = F.conv2d(t64(x, device, False), t64(w1, device, False), padding=1)
+    assert y.shape == (2, 4, 6, 6) and y.data.strides[1] == y.data.itemsize
+    ref1 = ref_conv(x, w1, None, (1, 1), ((1, 1), (1, 1)), (1, 1), 1)
+    np.testing.assert_allclose(y.numpy(), ref1, rtol=1e-10, atol=1e-12)
+    z = F.conv2d(y, t64(w2, device, False), stride=2, groups=2)
+    np.testing.assert_allclose(z.numpy(), ref_conv(ref1, w2, None, (2, 2), ((0, 0), (0, 0)), (1, 1), 2),
+                               rtol=1e-10, atol=1e-12)
+    assert z.reshape(2, -1).shape == (2, 2 * 3 * 3) and z.view(2, -1).shape == (2, 18)
+    assert gradcheck(lambda x, a, b: F.conv2d(F.relu(F.conv2d(x, a, padding=1)), b, stride=2, groups=2),
+                     (t64(x, device), t64(w1, device), t64(w2, device)))
 
 
 CONV1D_CASES = [  # (N, C, L, O, k, stride, padding, dilation, groups)
@@ -135,14 +166,16 @@ CONV1D_CASES = [  # (N, C, L, O, k, stride, padding, dilation, groups)
 ]
 
 
+@pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("case", CONV1D_CASES)
-def test_conv1d_forward_and_gradcheck(case, device):
+def test_conv1d_forward_and_gradcheck(case, layout, device):
     N, C, L, O, k, stride, padding, dilation, groups = case
     x, w, b = arr(N, C, L), arr(O, C // groups, k), arr(O)
-    out = F.conv1d(t64(x, device), t64(w, device), t64(b, device), stride, padding, dilation, groups)
+    to = LAYOUTS[layout]
+    out = F.conv1d(to(t64(x, device)), t64(w, device), t64(b, device), stride, padding, dilation, groups)
     ref = ref_conv(x, w, b, (stride,), _pads(padding, (k,), (dilation,), 1), (dilation,), groups)
     np.testing.assert_allclose(out.detach().numpy(), ref, rtol=1e-10, atol=1e-12)
-    assert gradcheck(lambda x, w, b: F.conv1d(x, w, b, stride, padding, dilation, groups),
+    assert gradcheck(lambda x, w, b: F.conv1d(to(x), w, b, stride, padding, dilation, groups),
                      (t64(x, device), t64(w, device), t64(b, device)))
 
 
@@ -224,7 +257,8 @@ def test_conv2d_geometry_fuzz(device, data):
     H = data.draw(st.integers(max(1, dilation[0] * (kh - 1) + 1 - 2 * padding[0]), 7))
     W = data.draw(st.integers(max(1, dilation[1] * (kw - 1) + 1 - 2 * padding[1]), 7))
     x, w, b = arr(2, cg * groups, H, W), arr(og * groups, cg, kh, kw), arr(og * groups)
-    out = F.conv2d(t64(x, device, False), t64(w, device, False), t64(b, device, False), stride, padding, dilation,
+    to = LAYOUTS[data.draw(st.sampled_from(sorted(LAYOUTS)))]
+    out = F.conv2d(to(t64(x, device, False)), t64(w, device, False), t64(b, device, False), stride, padding, dilation,
                    groups)
     ref = ref_conv(x, w, b, stride, tuple((p, p) for p in padding), dilation, groups)
     assert out.shape == ref.shape

@@ -70,14 +70,26 @@ MAX_CASES = [  # (shape, kernel, stride, padding, dilation, ceil_mode)
     ((2, 1, 8, 8), 2, 1, 0, 2, False),         # dilation, overlapping
     ((1, 2, 5, 5), 2, 2, 0, 1, True),          # ceil_mode
     ((1, 1, 6, 7), 3, 2, 1, 1, True),
+    ((2, 3, 7, 7), 2, None, 0, 1, False),      # disjoint windows not covering the last row/column
+    ((1, 2, 8, 7), 2, 3, 0, 1, False),         # gaps between windows (stride > kernel)
 ]
 
 
+def channels_last(x):
+    """Same values, channels innermost in memory (as a conv's output is): differentiable."""
+    return x.permute(0, 2, 3, 1).contiguous().permute(0, 3, 1, 2)
+
+
+LAYOUTS = {"channels_first": lambda x: x, "channels_last": channels_last}
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("case", MAX_CASES)
-def test_max_pool2d_forward_indices_gradcheck(case, device):
+def test_max_pool2d_forward_indices_gradcheck(case, layout, device):
     shape, k, s, p, d, ceil = case
+    to = LAYOUTS[layout]
     x = RNG.permutation(np.prod(shape)).reshape(shape).astype(np.float64)  # distinct values: unique argmax
-    out, idx = F.max_pool2d(t64(x, device), k, s, p, d, ceil_mode=ceil, return_indices=True)
+    out, idx = F.max_pool2d(to(t64(x, device)), k, s, p, d, ceil_mode=ceil, return_indices=True)
     kt = k if isinstance(k, tuple) else (k, k)
     st = kt if s is None else (s if isinstance(s, tuple) else (s, s))
     pt = p if isinstance(p, tuple) else (p, p)
@@ -85,7 +97,25 @@ def test_max_pool2d_forward_indices_gradcheck(case, device):
     np.testing.assert_array_equal(out.detach().numpy(), ref)
     assert idx.dtype == mg.int64
     np.testing.assert_array_equal(idx.numpy(), ref_idx)
-    assert gradcheck(lambda a: F.max_pool2d(a, k, s, p, d, ceil_mode=ceil), (t64(x / 7.0, device),))
+    assert gradcheck(lambda a: F.max_pool2d(to(a), k, s, p, d, ceil_mode=ceil), (t64(x / 7.0, device),))
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("stride", [2, 1])
+def test_max_pool2d_ties_send_the_gradient_to_the_first_maximum(layout, stride, device):
+    """As PyTorch: in a window of equal values (ReLU zeros, say) only the first one gets the gradient."""
+    x = mg.zeros(1, 2, 4, 4, dtype=mg.float64, device=device, requires_grad=True)
+    F.max_pool2d(LAYOUTS[layout](x), 2, stride=stride).sum().backward()
+    expected = np.zeros((4, 4))
+    for i in range(0, 3, stride):
+        for j in range(0, 3, stride):
+            expected[i, j] += 1
+    np.testing.assert_array_equal(x.grad.numpy()[0, 1], expected)
+    y = mg.tensor([[[[1.0, np.nan], [np.nan, 3.0]]]], device=device, requires_grad=True)
+    out = F.max_pool2d(y, 2)
+    assert np.isnan(out.item())
+    out.sum().backward()
+    np.testing.assert_array_equal(y.grad.numpy()[0, 0], [[0.0, 1.0], [0.0, 0.0]])
 
 
 def test_max_pool2d_overlapping_gradient_accumulates(device):
@@ -103,19 +133,22 @@ AVG_CASES = [  # (shape, kernel, stride, padding, ceil_mode, count_include_pad, 
     ((1, 1, 6, 7), 3, 2, 1, True, False, None),
     ((1, 1, 6, 7), 3, 2, 1, True, True, None),
     ((1, 2, 5, 5), 3, 1, 1, False, True, 4),
+    ((1, 2, 8, 7), 2, 3, 0, False, True, None),     # gaps between windows
 ]
 
 
+@pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("case", AVG_CASES)
-def test_avg_pool2d_forward_and_gradcheck(case, device):
+def test_avg_pool2d_forward_and_gradcheck(case, layout, device):
     shape, k, s, p, ceil, cip, div = case
+    to = LAYOUTS[layout]
     x = RNG.standard_normal(shape)
-    out = F.avg_pool2d(t64(x, device), k, s, p, ceil, cip, div)
+    out = F.avg_pool2d(to(t64(x, device)), k, s, p, ceil, cip, div)
     kt = k if isinstance(k, tuple) else (k, k)
     st = kt if s is None else (s if isinstance(s, tuple) else (s, s))
     pt = p if isinstance(p, tuple) else (p, p)
     np.testing.assert_allclose(out.detach().numpy(), ref_avg_pool2d(x, kt, st, pt, ceil, cip, div), rtol=1e-12)
-    assert gradcheck(lambda a: F.avg_pool2d(a, k, s, p, ceil, cip, div), (t64(x, device),))
+    assert gradcheck(lambda a: F.avg_pool2d(to(a), k, s, p, ceil, cip, div), (t64(x, device),))
 
 
 @pytest.mark.parametrize("fn", ["max", "avg"])

@@ -20,14 +20,14 @@ class ReLU(Function):
 
     @staticmethod
     def forward(ctx, x):
-        out = ctx.xp.maximum(x, 0, out=ctx.empty(x.shape, x.dtype))
+        out = ctx.xp.maximum(x, 0, out=ctx.empty_like(x.shape, x.dtype, x))   # x's memory layout
         ctx.save_for_backward(out)
         return out
 
     @staticmethod
     def backward(ctx, grad):
         out, = ctx.saved_tensors
-        return ctx.xp.multiply(grad, out > 0, out=ctx.empty(grad.shape, grad.dtype))
+        return ctx.xp.multiply(grad, out > 0, out=ctx.empty_like(grad.shape, grad.dtype, grad))
 
 
 class LeakyReLU(Function):

@@ -4,14 +4,21 @@ Shapes as in PyTorch: input (N, C, *spatial) (or unbatched (C, *spatial)), weigh
 bias (O,). With G groups, Cg = C // G input channels and Og = O // G output channels per group, K the
 kernel volume and L the number of output positions:
 
-    cols = windows of padded x arranged (G, Cg*K, N*L)      im2col: a view, copied once by reshape
-    out  = W (G, Og, Cg*K) @ cols -> (N, O, *out)          one GEMM per group
-    dW   = g (G, Og, N*L) @ cols^T                           cols recomputed: only x is saved
-    dcols = W^T @ g  then col2im: for each kernel offset, a strided slice of dx += its columns
+    cols = windows of padded x gathered once into (G, N*L, Cg*K)   im2col: a view, one copy
+    out  = cols @ W^T  -> (N*L, O): channels-last memory             one GEMM per group
+    dW   = g^T @ cols                                                 cols saved: no second im2col
+    dx   = col2im(g @ W_k) for each kernel offset k                   one GEMM and one strided add per offset
+
+Memory layout (a deliberate difference from PyTorch's default): the GEMM produces (N*L, O), i.e. memory
+ordered (N, *out, C) -- "channels last". Returning it as an (N, O, *out) *view* of that memory saves a
+transposing copy of every activation, and the next layers (ReLU, pooling, the next conv's im2col, which
+then gathers runs of contiguous channels) follow the layout (backend/layout.py). Shapes and values are
+exactly PyTorch's; only ``.data.strides`` differ, as with PyTorch's ``memory_format=torch.channels_last``.
 """
 import itertools
 
 from ...autograd.function import Function
+from ...backend.layout import is_channels_last
 from ...errors import ArgumentError, DTypeError, ShapeError
 from ._util import kernel_slices, ntuple, windows
 
@@ -42,20 +49,51 @@ def conv_padding(op, padding, kernel, stride, dilation, nd):
     return tuple((p, p) for p in ntuple(op, "padding", padding, nd, 0))
 
 
-def _pad(xp, x, pads):
+def _zeros_like_layout(ctx, shape, dtype, like):
+    out = ctx.empty_like(shape, dtype, like)
+    out.fill(0)
+    return out
+
+
+def _pad(ctx, x):
+    """Zero-pad the spatial dims, keeping x's memory layout (xp.pad would return C order)."""
+    pads = ctx.pads
     if not any(lo or hi for lo, hi in pads):
         return x
-    return xp.pad(x, ((0, 0), (0, 0)) + tuple(pads))
+    out = _zeros_like_layout(ctx, x.shape[:2] + tuple(s + lo + hi for s, (lo, hi) in zip(x.shape[2:], pads)),
+                             x.dtype, x)
+    out[(slice(None), slice(None)) + tuple(slice(lo, lo + s) for s, (lo, _) in zip(x.shape[2:], pads))] = x
+    return out
 
 
 def _im2col(ctx, x):
-    """x (N, C, *sp) -> cols (G, Cg*K, N*L), a fresh contiguous array."""
-    nd = ctx.nd
-    win = windows(ctx.xp, _pad(ctx.xp, x, ctx.pads), ctx.kernel, ctx.stride, ctx.dilation)
-    # win axes: N, C, *out, *k  ->  C, *k, N, *out
-    perm = (1,) + tuple(range(2 + nd, 2 + 2 * nd)) + (0,) + tuple(range(2, 2 + nd))
-    G = ctx.groups
-    return win.transpose(perm).reshape(G, -1, x.shape[0] * _prod(ctx.out))
+    """x (N, C, *sp) -> cols (G, N*L, Kg), Kg = Cg*K, gathered in one copy in the order x's memory favours:
+    channels-last x -> rows ordered (kernel offset, channel) ('kc', runs of contiguous channels);
+    channels-first x -> a (G, Kg, N*L) array ordered (channel, offset) ('ck'), returned transposed."""
+    nd, G = ctx.nd, ctx.groups
+    win = windows(ctx.xp, _pad(ctx, x), ctx.kernel, ctx.stride, ctx.dilation)    # N, C, *out, *k
+    N, C = x.shape[:2]
+    win = win.reshape((N, G, C // G) + win.shape[2:])                           # N, G, Cg, *out, *k
+    outs, ks = tuple(range(3, 3 + nd)), tuple(range(3 + nd, 3 + 2 * nd))
+    NL, Kg = N * _prod(ctx.out), C // G * _prod(ctx.kernel)
+    if ctx.kc:
+        win = win.transpose((1, 0) + outs + ks + (2,))                          # G, N, *out, *k, Cg
+        cols = ctx.empty((G, NL, Kg), x.dtype)
+        cols.reshape(win.shape)[...] = win
+        return cols
+    win = win.transpose((1, 2) + ks + (0,) + outs)                              # G, Cg, *k, N, *out
+    cols = ctx.empty((G, Kg, NL), x.dtype)
+    cols.reshape(win.shape)[...] = win
+    return cols.swapaxes(1, 2)
+
+
+def _weight_matrix(weight, G, kc):
+    """(O, Cg, *k) -> (G, Og, Kg) with Kg ordered like the columns ('kc' moves channels innermost)."""
+    O, Cg = weight.shape[:2]
+    w = weight.reshape(G, O // G, Cg, -1)
+    if kc:
+        w = w.swapaxes(2, 3)
+    return w.reshape(G, O // G, -1)
 
 
 class _ConvNd(Function):
@@ -67,7 +105,6 @@ class _ConvNd(Function):
         if weight.ndim != nd + 2:
             raise ShapeError(f"{op}: weight must be {nd + 2}-D (out_channels, in_channels/groups, "
                              f"*kernel_size), got shape {tuple(weight.shape)}")
-        x_in = x
         ctx.unbatched = x.ndim == nd + 1
         if ctx.unbatched:
             x = x[None]
@@ -97,47 +134,59 @@ class _ConvNd(Function):
                              f"dilation={tuple(dilation)})")
         ctx.kernel, ctx.stride, ctx.dilation, ctx.pads, ctx.groups = kernel, stride, dilation, pads, groups
         ctx.out = out = tuple((p - e) // s + 1 for p, e, s in zip(padded, eff, stride))
-        ctx.has_bias = bias is not None
+        ctx.x_shape = x.shape
+        ctx.kc = is_channels_last(x)
+        G, Og, NL = groups, O // groups, N * _prod(out)
 
-        cols = _im2col(ctx, x)                                   # (G, Cg*K, N*L)
-        y = weight.reshape(groups, O // groups, -1) @ cols       # (G, Og, N*L): one GEMM per group
-        y = y.reshape((O, N) + out).swapaxes(0, 1)               # (N, O, *out), a view ...
-        y = xp.ascontiguousarray(y)                              # ... made contiguous once
+        cols = _im2col(ctx, x)                                                  # (G, N*L, Kg)
+        w = _weight_matrix(weight, G, ctx.kc)                                   # (G, Og, Kg)
+        y = xp.matmul(cols, w.swapaxes(1, 2), out=ctx.empty((G, NL, Og), x.dtype))
+        if G == 1:
+            y = y.reshape((N,) + out + (O,))
+        else:   # interleave the groups' channels: (G, N*L, Og) -> (N*L, G, Og)
+            yg, y = y, ctx.empty((N,) + out + (O,), x.dtype)
+            y.reshape(NL, G, Og)[...] = yg.swapaxes(0, 1)
         if bias is not None:
-            y += bias.reshape((O,) + (1,) * nd)
-        # keep the columns for dW when the weight needs a gradient (memory for speed: no second im2col)
-        ctx.save_for_backward(x_in, weight, cols if ctx.needs_input_grad[1] else None)
+            y += bias
+        y = xp.moveaxis(y, -1, 1)                       # (N, O, *out): a view of channels-last memory
+        # the columns, not x, are what dW needs: saved, they spare backward a second im2col
+        ctx.save_for_backward(weight, cols if ctx.needs_input_grad[1] else None)
         return y[0] if ctx.unbatched else y
 
     @staticmethod
     def backward(ctx, grad):
         xp, nd, G = ctx.xp, ctx.nd, ctx.groups
-        x, weight, cols = ctx.saved_tensors
+        weight, cols = ctx.saved_tensors
         if ctx.unbatched:
-            x, grad = x[None], grad[None]
+            grad = grad[None]
         need_x, need_w, need_b = ctx.needs_input_grad[:3]
-        N, O = grad.shape[:2]
-        Og, L = O // G, _prod(ctx.out)
-        gm = xp.ascontiguousarray(grad.reshape(N, O, L).swapaxes(0, 1)).reshape(G, Og, N * L)
+        N, C = ctx.x_shape[:2]
+        O, Cg = weight.shape[:2]
+        Og, NL = O // G, N * _prod(ctx.out)
+        gm = xp.moveaxis(grad, 1, -1).reshape(NL, G, Og)    # a view when grad is channels-last
+        gmt = gm.swapaxes(0, 1)                             # (G, N*L, Og)
         dx = dw = db = None
         if need_w:
-            cols = _im2col(ctx, x) if cols is None else cols
-            dw = (gm @ cols.swapaxes(1, 2)).reshape(weight.shape)
+            dw = gmt.swapaxes(1, 2) @ cols                  # (G, Og, Kg)
+            if ctx.kc:                                      # (kernel offset, channel) -> weight's order
+                dw = dw.reshape(G, Og, -1, Cg).swapaxes(2, 3)
+            dw = dw.reshape(weight.shape)
         if need_b:
-            db = grad.sum(axis=(0,) + tuple(range(2, 2 + nd)))
+            db = gm.reshape(NL, O).sum(axis=0)
         if need_x:
-            C = x.shape[1]
-            dcols = weight.reshape(G, Og, -1).swapaxes(1, 2) @ gm          # (G, Cg*K, N*L)
-            dcols = dcols.reshape((C,) + ctx.kernel + (N,) + ctx.out)
-            padded = tuple(s + lo + hi for s, (lo, hi) in zip(x.shape[2:], ctx.pads))
-            # col2im, accumulated channel-major (C, N, ...) like dcols so each kernel offset adds a
-            # contiguous block; the (N, C, ...) result is a transposed view of it
-            dxp = xp.zeros((C, N) + padded, dtype=x.dtype)
-            for offs in itertools.product(*(range(k) for k in ctx.kernel)):
+            K = _prod(ctx.kernel)
+            wk = xp.ascontiguousarray(weight.reshape(G, Og, Cg, K).transpose(0, 3, 1, 2))   # (G, K, Og, Cg)
+            dcols = gmt[:, None] @ wk                       # (G, K, N*L, Cg): one GEMM per offset
+            padded = tuple(s + lo + hi for s, (lo, hi) in zip(ctx.x_shape[2:], ctx.pads))
+            # col2im in channels-last memory (N, *padded, G, Cg): each offset adds runs of channels
+            dxp = ctx.empty((N,) + padded + (G, Cg), weight.dtype)
+            dxp.fill(0)
+            src_axes = (1,) + tuple(range(2, 2 + nd)) + (0, 2 + nd)            # -> N, *out, G, Cg
+            for k, offs in enumerate(itertools.product(*(range(n) for n in ctx.kernel))):
                 sl = kernel_slices(offs, ctx.out, ctx.stride, ctx.dilation)
-                dxp[(slice(None), slice(None)) + sl] += dcols[(slice(None),) + offs]
-            crop = tuple(slice(lo, lo + s) for s, (lo, _) in zip(x.shape[2:], ctx.pads))
-            dx = dxp[(slice(None), slice(None)) + crop].swapaxes(0, 1)
+                dxp[(slice(None),) + sl] += dcols[:, k].reshape((G, N) + ctx.out + (Cg,)).transpose(src_axes)
+            crop = tuple(slice(lo, lo + s) for s, (lo, _) in zip(ctx.x_shape[2:], ctx.pads))
+            dx = xp.moveaxis(dxp[(slice(None),) + crop].reshape((N,) + ctx.x_shape[2:] + (C,)), -1, 1)
             if ctx.unbatched:
                 dx = dx[0]
         return dx, dw, db, None, None, None, None

@@ -7,6 +7,7 @@ even when windows overlap (they accumulate across offsets).
 import itertools
 
 from ...autograd.function import Function
+from ...backend.layout import empty_in_order, memory_order
 from ...errors import ArgumentError, ShapeError
 from ._util import kernel_slices, ntuple, windows
 
@@ -45,15 +46,24 @@ def _batched(ctx, x, nd):
     return x[None] if ctx.unbatched else x
 
 
-def _col2im(ctx, xp, shape, dtype, contributions):
-    """Sum contributions(offset) -> (N, C, *out) into a zero (padded) input and crop the padding."""
-    N, C = shape[:2]
+def _col2im(ctx, xp, shape, dtype, order, contributions):
+    """Sum contributions(offset, dst) -> (N, C, *out) into a zero (padded) input of ``shape`` laid out in
+    memory in ``order`` (the input's: see backend/layout.py) and crop the padding. When windows are
+    disjoint, contributions write straight into ``dst``, the slice the offset touches (no add), else
+    ``dst`` is None and they return what to add; zero-filling is skipped when the windows tile the input."""
     spatial = shape[2:]
     padded = tuple(n + 2 * p + e for n, p, e in zip(spatial, ctx.pads, ctx.extra))
-    dxp = xp.zeros((N, C) + padded, dtype=dtype)
+    dxp = empty_in_order(ctx.empty, shape[:2] + padded, dtype, order)
+    disjoint = all(d == 1 for d in ctx.dilation) and all(s >= k for s, k in zip(ctx.stride, ctx.kernel))
+    tiles = disjoint and all(s == k and o * s == n for s, k, o, n in zip(ctx.stride, ctx.kernel, ctx.out, padded))
+    if not tiles:
+        dxp.fill(0)     # overlapping windows accumulate; gaps and an uncovered border stay zero
     for offs in itertools.product(*(range(k) for k in ctx.kernel)):
-        sl = kernel_slices(offs, ctx.out, ctx.stride, ctx.dilation)
-        dxp[(slice(None), slice(None)) + sl] += contributions(offs)
+        dst = dxp[(slice(None), slice(None)) + kernel_slices(offs, ctx.out, ctx.stride, ctx.dilation)]
+        if disjoint:
+            contributions(offs, dst)
+        else:
+            dst += contributions(offs, None)
     dx = dxp[(slice(None), slice(None)) + tuple(slice(p, p + n) for n, p in zip(spatial, ctx.pads))]
     return dx[0] if ctx.unbatched else dx
 
@@ -71,7 +81,7 @@ def _first_max_hits(ctx, xp, padded, out):
         if found is None:
             found = hit.copy()
         else:
-            hit &= ~found
+            xp.greater(hit, found, out=hit)     # hit and not yet found: a tie goes to the first offset
             found |= hit
         yield hit
 
@@ -95,13 +105,12 @@ class _MaxPoolNd(Function):
         for offs in itertools.product(*(range(n) for n in kernel)):
             cand = padded[(slice(None), slice(None)) + kernel_slices(offs, ctx.out, stride, dilation)]
             if out is None:
-                out = ctx.empty(cand.shape, cand.dtype)
+                out = ctx.empty_like(cand.shape, cand.dtype, x4)     # x's layout (channels-last stays)
                 out[...] = cand
             else:
                 xp.maximum(out, cand, out=out)                  # NaN propagates, as in PyTorch
         result = out[0] if ctx.unbatched else out
         ctx.save_for_backward(x, result)
-        ctx.in_shape, ctx.dtype = x4.shape, x.dtype
         if indices_sink is not None:  # flat index into each input plane, as PyTorch's return_indices
             arg = xp.zeros(out.shape, dtype=xp.int64)
             for k, hit in enumerate(_first_max_hits(ctx, xp, padded, out)):
@@ -124,7 +133,8 @@ class _MaxPoolNd(Function):
             x, out, grad = x[None], out[None], grad[None]
         low = -xp.inf if x.dtype.kind == "f" else xp.iinfo(x.dtype).min
         hits = _first_max_hits(ctx, xp, _pad(xp, x, ctx.pads, ctx.extra, low), out)
-        return (_col2im(ctx, xp, ctx.in_shape, ctx.dtype, lambda offs: grad * next(hits)),) + (None,) * 6
+        contributions = lambda offs, dst: xp.multiply(grad, next(hits), out=dst)  # noqa: E731
+        return (_col2im(ctx, xp, x.shape, x.dtype, memory_order(x), contributions),) + (None,) * 6
 
 
 class MaxPool1d(_MaxPoolNd):
@@ -155,7 +165,7 @@ class _AvgPoolNd(Function):
         spatial = x4.shape[2:]
         ctx.out, ctx.extra = pool_geometry(ctx.name, spatial, kernel, stride, pads, dilation, ceil_mode)
         ctx.kernel, ctx.stride, ctx.pads, ctx.dilation = kernel, stride, pads, dilation
-        ctx.in_shape, ctx.dtype = x4.shape, x.dtype
+        ctx.in_shape, ctx.dtype, ctx.order = x4.shape, x.dtype, memory_order(x4)
         win = windows(xp, _pad(xp, x4, pads, ctx.extra, 0), kernel, stride, dilation)
         total = win.sum(axis=tuple(range(2 + nd, 2 + 2 * nd)))
         if divisor_override is not None:
@@ -178,7 +188,8 @@ class _AvgPoolNd(Function):
     @staticmethod
     def backward(ctx, grad):
         g = (grad[None] if ctx.unbatched else grad) / ctx.div
-        return (_col2im(ctx, ctx.xp, ctx.in_shape, ctx.dtype, lambda offs: g),) + (None,) * 6
+        contributions = lambda offs, dst: g if dst is None else ctx.xp.copyto(dst, g)  # noqa: E731
+        return (_col2im(ctx, ctx.xp, ctx.in_shape, ctx.dtype, ctx.order, contributions),) + (None,) * 6
 
 
 class AvgPool1d(_AvgPoolNd):
