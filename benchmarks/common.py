@@ -23,6 +23,31 @@ def median_time(fn, repeat=7, number=1, warmup=2):
     return statistics.median(times)
 
 
+def interleaved_medians(fns, repeat=7, warmup=2, block=5, settle=0.05):
+    """Median seconds per call of each of ``fns``, timed in alternating blocks of ``block`` calls.
+
+    On a shared VM whose speed drifts by 20-30 % over seconds, timing A for a while and then B compares
+    two different machines; alternating blocks makes the ratios fair. Alternating single calls is not:
+    NumPy's OpenBLAS threads and PyTorch's OpenMP threads keep spinning after each call and steal the
+    two cores from each other. So each block starts after a short pause (``settle`` s) and one untimed
+    call, which lets the other library's threads go idle and brings this one's back to steady state.
+    """
+    fns = [f for f in fns if f is not None]
+    for f in fns:
+        for _ in range(warmup):
+            f()
+    times = [[] for _ in fns]
+    while len(times[0]) < repeat:
+        for f, ts in zip(fns, times):
+            time.sleep(settle)
+            f()
+            for _ in range(min(block, repeat - len(ts))):
+                t0 = time.perf_counter()
+                f()
+                ts.append(time.perf_counter() - t0)
+    return [statistics.median(t) for t in times]
+
+
 def try_import_torch(threads):
     try:
         import torch

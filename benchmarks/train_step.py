@@ -14,7 +14,7 @@ Workloads (issue 3):
 import argparse
 import sys
 
-from common import median_time, pin_threads, table
+from common import interleaved_medians, median_time, pin_threads, table
 
 _THREADS = 2
 for i, a in enumerate(sys.argv):
@@ -131,15 +131,15 @@ def sgemm_gflops(n=1024, repeat=7):
 def bench_mlp(torch, args, rows):
     batch = 256
     step, _, _ = minigrad_mlp(batch)
-    t_mg = median_time(step, args.repeat)
-    t_np = median_time(numpy_mlp(batch), args.repeat)
+    t_mg, t_np, *t_pt = interleaved_medians([step, numpy_mlp(batch), torch and torch_mlp(torch, batch)],
+                                            args.repeat)
     flops = mlp_flops(batch)
     peak = sgemm_gflops()
     rows.append(["MLP step (784-1024-1024-10, b=256)", "minigrad", f"{t_mg * 1e3:.2f}",
                  f"{flops / t_mg / 1e9:.1f}"])
     rows.append(["", "hand-written NumPy", f"{t_np * 1e3:.2f}", f"{flops / t_np / 1e9:.1f}"])
     if torch:
-        t_pt = median_time(torch_mlp(torch, batch), args.repeat)
+        t_pt, = t_pt
         rows.append(["", "PyTorch", f"{t_pt * 1e3:.2f}", f"{flops / t_pt / 1e9:.1f}"])
         rows.append(["", "minigrad / PyTorch", f"{t_mg / t_pt:.2f}x", ""])
     rows.append(["", "minigrad / NumPy floor", f"{t_mg / t_np:.2f}x", ""])
@@ -179,10 +179,10 @@ def torch_cnn(torch, batch):
 
 
 def bench_cnn(torch, args, rows):
-    t_mg = median_time(minigrad_cnn(64), args.repeat)
+    t_mg, *t_pt = interleaved_medians([minigrad_cnn(64), torch and torch_cnn(torch, 64)], args.repeat)
     rows.append(["CNN step (2 conv + pool + linear, b=64)", "minigrad", f"{t_mg * 1e3:.2f}", ""])
     if torch:
-        t_pt = median_time(torch_cnn(torch, 64), args.repeat)
+        t_pt, = t_pt
         rows.append(["", "PyTorch", f"{t_pt * 1e3:.2f}", ""])
         rows.append(["", "minigrad / PyTorch", f"{t_mg / t_pt:.2f}x", ""])
 
@@ -232,10 +232,10 @@ def torch_block(torch, batch=16, seq=128, d=256, heads=4, device="cpu"):
 
 
 def bench_block(torch, args, rows):
-    t_mg = median_time(minigrad_block(), args.repeat)
+    t_mg, *t_pt = interleaved_medians([minigrad_block(), torch and torch_block(torch)], args.repeat)
     rows.append(["Transformer block (d=256, h=4, L=128, b=16)", "minigrad", f"{t_mg * 1e3:.2f}", ""])
     if torch:
-        t_pt = median_time(torch_block(torch), args.repeat)
+        t_pt, = t_pt
         rows.append(["", "PyTorch", f"{t_pt * 1e3:.2f}", ""])
         rows.append(["", "minigrad / PyTorch", f"{t_mg / t_pt:.2f}x", ""])
 
@@ -274,10 +274,16 @@ def bench_memory(args, rows):
 def bench_pool(args, rows):
     batch = 256
     step, _, _ = minigrad_mlp(batch)
-    t_plain = median_time(step, args.repeat)
     with mg.memory.enabled("cpu"):
         step_p, _, _ = minigrad_mlp(batch)
-        t_pool = median_time(step_p, args.repeat)
+
+    def pooled():   # the pool on for this step only; its cache stays warm between steps
+        mg.memory.enable("cpu")
+        try:
+            step_p()
+        finally:
+            mg.memory.disable("cpu", empty_cache=False)
+    t_plain, t_pool = interleaved_medians([step, pooled], args.repeat)
     rows.append(["MLP step, caching pool (issue 4)", "plain NumPy allocation", f"{t_plain * 1e3:.2f}", ""])
     rows.append(["", "minigrad pool", f"{t_pool * 1e3:.2f}", ""])
     rows.append(["", "pool / plain", f"{t_pool / t_plain:.3f}x", ""])
@@ -297,7 +303,7 @@ def main(argv=None):
                      ("pool", lambda: bench_pool(args, rows))):
         if name in which:
             fn()
-    print(f"training steps, {args.threads} threads, median of {args.repeat} after warm-up "
+    print(f"training steps, {args.threads} threads, median of {args.repeat} runs in alternating blocks of 5, after warm-up "
           f"(numpy {np.__version__}" + (f", torch {torch.__version__}" if torch else "") + ")")
     print(table(rows, ["workload", "implementation", "ms / value", "GFLOP/s / detail"]))
 

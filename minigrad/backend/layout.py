@@ -31,3 +31,13 @@ def empty_in_order(empty, shape, dtype, order):
     for pos, axis in enumerate(order):
         inverse[axis] = pos
     return empty(tuple(shape[i] for i in order), dtype).transpose(inverse)
+
+
+def in_order(a, order, empty):
+    """``a`` itself when it is laid out in ``order`` already, else a copy that is: one pass up front is
+    far cheaper than every later pass mixing two layouts."""
+    if memory_order(a) == order:
+        return a
+    out = empty_in_order(empty, a.shape, a.dtype, order)
+    out[...] = a
+    return out

@@ -7,7 +7,7 @@ even when windows overlap (they accumulate across offsets).
 import itertools
 
 from ...autograd.function import Function
-from ...backend.layout import empty_in_order, memory_order
+from ...backend.layout import empty_in_order, in_order, memory_order
 from ...errors import ArgumentError, ShapeError
 from ._util import kernel_slices, ntuple, windows
 
@@ -79,7 +79,7 @@ def _first_max_hits(ctx, xp, padded, out):
         if nan:
             hit |= cand != cand
         if found is None:
-            found = hit.copy()
+            found = hit.copy(order="K")
         else:
             xp.greater(hit, found, out=hit)     # hit and not yet found: a tie goes to the first offset
             found |= hit
@@ -133,8 +133,10 @@ class _MaxPoolNd(Function):
             x, out, grad = x[None], out[None], grad[None]
         low = -xp.inf if x.dtype.kind == "f" else xp.iinfo(x.dtype).min
         hits = _first_max_hits(ctx, xp, _pad(xp, x, ctx.pads, ctx.extra, low), out)
+        order = memory_order(x)
+        grad = in_order(grad, memory_order(out), ctx.empty)     # one copy if the layouts differ
         contributions = lambda offs, dst: xp.multiply(grad, next(hits), out=dst)  # noqa: E731
-        return (_col2im(ctx, xp, x.shape, x.dtype, memory_order(x), contributions),) + (None,) * 6
+        return (_col2im(ctx, xp, x.shape, x.dtype, order, contributions),) + (None,) * 6
 
 
 class MaxPool1d(_MaxPoolNd):
