@@ -178,13 +178,90 @@ def torch_cnn(torch, batch):
     return step
 
 
+def numpy_cnn(batch, lr=0.01):
+    """Hand-written NumPy CNN step, the floor a NumPy framework can reach: channels-last throughout, one
+    gather per im2col, bias folded into the GEMMs as a column of ones, ReLU in place, 2x2 pooling as four
+    strided views, and no tie handling in pooling (a tie is almost always a ReLU zero, whose gradient the
+    ReLU kills anyway; minigrad must send it to the first maximum, as PyTorch does)."""
+    rng = np.random.default_rng(0)
+    f32 = np.float32
+    W1 = (rng.standard_normal((32, 10)) / 3).astype(f32)          # (O, 9 taps + bias)
+    W2 = (rng.standard_normal((64, 289)) / 17).astype(f32)        # (O, 3*3*32 (offset, channel) + bias)
+    W3 = (rng.standard_normal((10, 1601)) / 40).astype(f32)       # (10, 5*5*64 + bias)
+    x = rng.standard_normal((batch, 28, 28)).astype(f32)
+    y = rng.integers(0, 10, batch)
+    rows = np.arange(batch)
+    n1, n2 = batch * 26 * 26, batch * 11 * 11
+    cols1 = np.ones((10, n1), f32)
+    cols2 = np.ones((n2, 289), f32)
+    feats = np.ones((batch, 1601), f32)
+    s = x.strides
+    cols1[:9].reshape(3, 3, batch, 26, 26)[...] = np.lib.stride_tricks.as_strided(
+        x, (3, 3, batch, 26, 26), (s[1], s[2]) + s)                # the input never changes: gather once
+
+    def pool_fwd(a, out):                       # a (N, 2h, 2w, C) -> out (N, h, w, C)
+        np.maximum(a[:, 0::2, 0::2], a[:, 0::2, 1::2], out=out)
+        np.maximum(out, a[:, 1::2, 0::2], out=out)
+        np.maximum(out, a[:, 1::2, 1::2], out=out)
+
+    def pool_bwd(a, out, g, da):                # gradient to every position equal to its window's max
+        for i in (0, 1):
+            for j in (0, 1):
+                np.multiply(g, a[:, i::2, j::2] == out, out=da[:, i::2, j::2])
+
+    def step():
+        a1 = (cols1.T @ W1.T).reshape(batch, 26, 26, 32)
+        np.maximum(a1, 0, out=a1)
+        p1 = np.empty((batch, 13, 13, 32), f32)
+        pool_fwd(a1, p1)
+        w = np.lib.stride_tricks.as_strided(p1, (batch, 11, 11, 3, 3, 32), p1.strides[:3] + p1.strides[1:])
+        cols2[:, :288].reshape(batch, 11, 11, 3, 3, 32)[...] = w
+        a2 = (cols2 @ W2.T).reshape(batch, 11, 11, 64)
+        np.maximum(a2, 0, out=a2)
+        p2 = np.empty((batch, 5, 5, 64), f32)
+        pool_fwd(a2[:, :10, :10], p2)
+        feats[:, :1600] = p2.reshape(batch, -1)
+        logits = feats @ W3.T
+        logits -= logits.max(axis=1, keepdims=True)
+        np.exp(logits, out=logits)
+        logits /= logits.sum(axis=1, keepdims=True)
+        logits[rows, y] -= 1.0
+        g = logits
+        g *= 1.0 / batch
+        gW3 = g.T @ feats
+        dp2 = (g @ W3[:, :1600]).reshape(batch, 5, 5, 64)
+        da2 = np.zeros_like(a2)
+        pool_bwd(a2[:, :10, :10], p2, dp2, da2[:, :10, :10])
+        da2 *= a2 > 0
+        g2 = da2.reshape(n2, 64)
+        gW2 = g2.T @ cols2
+        wk = np.ascontiguousarray(W2[:, :288].reshape(64, 9, 32).transpose(1, 0, 2))   # (offset, O, C)
+        dcols = g2[None] @ wk                                                          # (9, n2, 32)
+        dp1 = np.zeros((batch, 13, 13, 32), f32)
+        for k in range(9):
+            dp1[:, k // 3:k // 3 + 11, k % 3:k % 3 + 11] += dcols[k].reshape(batch, 11, 11, 32)
+        da1 = np.empty_like(a1)
+        pool_bwd(a1, p1, dp1, da1)
+        da1 *= a1 > 0
+        gW1 = da1.reshape(n1, 32).T @ cols1.T
+        W1[...] -= lr * gW1
+        W2[...] -= lr * gW2
+        W3[...] -= lr * gW3
+    step.params, step.x, step.y = (W1, W2, W3), x, y     # for the equivalence check in tests/benchmarks
+    return step
+
+
 def bench_cnn(torch, args, rows):
-    t_mg, *t_pt = interleaved_medians([minigrad_cnn(64), torch and torch_cnn(torch, 64)], args.repeat)
+    t_mg, t_np, *t_pt = interleaved_medians([minigrad_cnn(64), numpy_cnn(64), torch and torch_cnn(torch, 64)],
+                                            args.repeat)
     rows.append(["CNN step (2 conv + pool + linear, b=64)", "minigrad", f"{t_mg * 1e3:.2f}", ""])
+    rows.append(["", "hand-written NumPy", f"{t_np * 1e3:.2f}", ""])
     if torch:
         t_pt, = t_pt
         rows.append(["", "PyTorch", f"{t_pt * 1e3:.2f}", ""])
         rows.append(["", "minigrad / PyTorch", f"{t_mg / t_pt:.2f}x", ""])
+        rows.append(["", "NumPy floor / PyTorch", f"{t_np / t_pt:.2f}x", ""])
+    rows.append(["", "minigrad / NumPy floor", f"{t_mg / t_np:.2f}x", ""])
 
 
 # --- transformer block ------------------------------------------------------------------------------

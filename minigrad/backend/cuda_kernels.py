@@ -4,7 +4,24 @@ One kernel launch instead of a chain of elementwise ops: each intermediate of e.
 otherwise be a full-size temporary in GPU memory and a separate launch. The maths is exactly that of the
 NumPy code paths (tests on a GPU compare both).
 """
+import functools
+
 import cupy  # pragma: no cover - GPU only
+
+
+def _half_in_float32(fn):
+    """float16 arrays are computed in float32 and the result cast back (as autocast does): CUDA's half type
+    has no erf/tanh/exp overloads on every toolkit, and float32 maths is as fast on these memory-bound
+    kernels."""
+    @functools.wraps(fn)
+    def wrapper(x, *args):
+        if x.dtype != cupy.float16:
+            return fn(x, *args)
+        args = tuple(a.astype(cupy.float32) if isinstance(a, cupy.ndarray) and a.dtype == cupy.float16 else a
+                     for a in args)
+        return fn(x.astype(cupy.float32), *args).astype(cupy.float16)
+    return wrapper
+
 
 # --- GELU -----------------------------------------------------------------------------------------
 _gelu_fwd = cupy.ElementwiseKernel(
@@ -34,10 +51,12 @@ _gelu_bwd = cupy.ElementwiseKernel(
     """, "minigrad_gelu_bwd")
 
 
+@_half_in_float32
 def gelu(x, approximate="none"):
     return _gelu_fwd(x, 1 if approximate == "tanh" else 0)
 
 
+@_half_in_float32
 def gelu_backward(x, grad, approximate="none"):
     return _gelu_bwd(x, grad, 1 if approximate == "tanh" else 0)
 
@@ -52,22 +71,26 @@ _log_softmax_bwd = cupy.ElementwiseKernel("T y, T g, T gsum", "T dx", "dx = g - 
                                           "minigrad_log_softmax_bwd")
 
 
+@_half_in_float32
 def softmax(x, axis):
     m = x.max(axis=axis, keepdims=True)
     e = _exp_shift(x, m)
     return _div(e, e.sum(axis=axis, keepdims=True))
 
 
+@_half_in_float32
 def log_softmax(x, axis):
     m = x.max(axis=axis, keepdims=True)
     s = _exp_shift(x, m).sum(axis=axis, keepdims=True)
     return _log_softmax_out(x, m, s)
 
 
+@_half_in_float32
 def softmax_backward(y, grad, axis):
     return _softmax_bwd(y, grad, (y * grad).sum(axis=axis, keepdims=True))
 
 
+@_half_in_float32
 def log_softmax_backward(y, grad, axis):
     return _log_softmax_bwd(y, grad, grad.sum(axis=axis, keepdims=True))
 
@@ -85,6 +108,7 @@ _ce_grad = cupy.ElementwiseKernel(
     """, "minigrad_ce_grad")
 
 
+@_half_in_float32
 def cross_entropy_grad(log_probs, target, row_scale, label_smoothing=0.0):
     """d loss / d logits for 2-D (N, C) log-probabilities: row_scale * (softmax - smoothed one-hot).
 

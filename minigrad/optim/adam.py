@@ -43,7 +43,7 @@ def adam_update(xp, p, g, m, v, v_max, step, lr, beta1, beta2, eps, weight_decay
 
 def adam_update_fused(xp, p, g, m, v, v_max, step, lr, beta1, beta2, eps, weight_decay, decoupled, maximize):
     """The same step as ``adam_update`` in one CuPy kernel launch (GPU only; AMSGrad/maximize fall back)."""
-    if v_max is not None or maximize:
+    if v_max is not None or maximize or p.dtype.itemsize < 4:     # float16 parameters: the plain path
         return adam_update(xp, p, g, m, v, v_max, step, lr, beta1, beta2, eps, weight_decay, decoupled,
                            maximize)
     from ..backend import cuda_kernels  # imported only where CuPy runs

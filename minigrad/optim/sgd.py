@@ -44,7 +44,7 @@ def sgd_update(xp, p, g, buf, lr, momentum, dampening, nesterov, weight_decay, m
 
 def sgd_update_fused(xp, p, g, buf, lr, momentum, dampening, nesterov, weight_decay, maximize):
     """The same step as ``sgd_update`` in one CuPy kernel launch (GPU only)."""
-    if maximize:
+    if maximize or p.dtype.itemsize < 4:     # float16 parameters take the plain path
         return sgd_update(xp, p, g, buf, lr, momentum, dampening, nesterov, weight_decay, maximize)
     from ..backend import cuda_kernels  # imported only where CuPy runs
     return cuda_kernels.sgd_(p, g, buf, lr, momentum, dampening, weight_decay, nesterov)

@@ -23,6 +23,7 @@ import tempfile
 import numpy as np
 
 ndarray = np.ndarray
+float16, float32, float64 = np.float16, np.float32, np.float64
 empty_like = np.empty_like
 
 cache_dir = None  # where compiled kernels go (a fresh temporary directory per process unless set)

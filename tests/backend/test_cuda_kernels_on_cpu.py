@@ -188,6 +188,9 @@ def test_fake_cupy_semantics(ck):
     assert out[0] is z and out[1] is idx
     np.testing.assert_array_equal(z, 1 + 2 * x + 1)
     np.testing.assert_array_equal(idx, np.arange(6))
+    zt = np.ones((3, 2)).T  # a non-contiguous output is updated in place too
+    k(x, y, 1, zt, idx)
+    np.testing.assert_array_equal(zt, 1 + 2 * x + 1)
     with pytest.raises(TypeError, match="mismatched"):  # arrays decide T, and must agree
         k(x.astype(np.float32), y, 1, z, idx)
     with pytest.raises(TypeError, match="mismatched"):  # concrete types are exact
@@ -307,3 +310,28 @@ def test_optimizer_steps_on_cuda_match_cpu(fused_calls, make_opt, kernel):
         assert np.abs(p_cpu.detach().numpy() - p0).max() > 1e-3  # the steps moved the parameters
         np.testing.assert_allclose(p_cuda.detach().numpy(), p_cpu.detach().numpy(), rtol=1e-5, atol=1e-6)
     assert fused_calls == ({kernel: 4 * 2} if kernel else {})  # 4 steps x (weight, bias), on 'cuda' only
+
+
+def test_float16_is_computed_in_float32(ck):
+    """CUDA's half type lacks erf/tanh overloads on some toolkits: the wrappers run float16 through the
+    float32 kernels (the fake refuses float16 kernels, so reaching one would fail) and cast back."""
+    x = randn(3, 17, dtype=np.float16, scale=2.0)
+    g = randn(3, 17, dtype=np.float16)
+    for out, ref in ((ck.gelu(x, "none"), ck.gelu(x.astype(np.float32), "none")),
+                     (ck.gelu_backward(x, g, "tanh"), ck.gelu_backward(x.astype(np.float32), g.astype(np.float32),
+                                                                      "tanh")),
+                     (ck.softmax(x, 1), ck.softmax(x.astype(np.float32), 1)),
+                     (ck.log_softmax(x, 0), ck.log_softmax(x.astype(np.float32), 0))):
+        assert out.dtype == np.float16
+        np.testing.assert_array_equal(out, ref.astype(np.float16))
+
+
+def test_float16_parameters_take_the_plain_optimizer_path(fused_calls):
+    model = nn.Linear(4, 3).to("cuda").to(mg.float16)
+    opt = optim.Adam(model.parameters(), lr=0.01)
+    F.mse_loss(model(mg.randn(5, 4, device="cuda", dtype=mg.float16)),
+               mg.randn(5, 3, device="cuda", dtype=mg.float16)).backward()
+    before = model.weight.detach().numpy().copy()
+    opt.step()
+    assert model.weight.dtype == mg.float16 and not np.array_equal(model.weight.detach().numpy(), before)
+    assert fused_calls == {}

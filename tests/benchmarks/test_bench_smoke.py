@@ -31,3 +31,40 @@ def test_gpu_bench_runs_on_the_emulator():
 def test_train_step_runs():
     out = run("train_step.py", "--repeat", "1", "--only", "mlp,memory")
     assert "hand-written NumPy" in out and "peak / lower bound" in out
+
+
+def test_numpy_cnn_floor_computes_the_same_step_as_minigrad():
+    """The hand-written NumPy CNN is a fair floor only if it does the same work: one SGD step from the same
+    weights must give minigrad's updated weights (its layouts differ: channels-last, bias columns)."""
+    import numpy as np
+    import minigrad as mg
+    import minigrad.nn as nn
+    import minigrad.nn.functional as F
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import train_step
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    step = train_step.numpy_cnn(4)
+    W1, W2, W3 = (w.copy() for w in step.params)
+
+    def to_minigrad(W1, W2, W3):
+        """NumPy-floor weights -> (conv1.w, conv1.b, conv2.w, conv2.b, linear.w, linear.b) in PyTorch's layout."""
+        return (W1[:, :9].reshape(32, 1, 3, 3), W1[:, 9],
+                W2[:, :288].reshape(64, 3, 3, 32).transpose(0, 3, 1, 2), W2[:, 288],
+                W3[:, :1600].reshape(10, 5, 5, 64).transpose(0, 3, 1, 2).reshape(10, 1600), W3[:, 1600])
+
+    model = nn.Sequential(nn.Conv2d(1, 32, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(32, 64, 3), nn.ReLU(),
+                          nn.MaxPool2d(2), nn.Flatten(), nn.Linear(64 * 5 * 5, 10))
+    params = [model[0].weight, model[0].bias, model[3].weight, model[3].bias, model[7].weight, model[7].bias]
+    before = to_minigrad(W1, W2, W3)
+    for p, value in zip(params, before):
+        p.data[...] = value
+    opt = mg.optim.SGD(model.parameters(), lr=0.01)
+    F.cross_entropy(model(mg.tensor(step.x[:, None])), mg.tensor(step.y)).backward()
+    opt.step()
+    step()
+    for p, old, new in zip(params, before, to_minigrad(*step.params)):
+        update = new - old                          # the updates (lr * grad) must agree, not just weights
+        assert np.abs(update).max() > 1e-6
+        np.testing.assert_allclose(p.detach().numpy() - old, update, rtol=2e-3, atol=1e-7)
