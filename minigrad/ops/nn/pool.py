@@ -101,14 +101,15 @@ class _MaxPoolNd(Function):
         ctx.kernel, ctx.stride, ctx.pads, ctx.dilation = kernel, stride, pads, dilation
         low = -xp.inf if x.dtype.kind == "f" else xp.iinfo(x.dtype).min
         padded = _pad(xp, x4, pads, ctx.extra, low)
-        out = None
-        for offs in itertools.product(*(range(n) for n in kernel)):
-            cand = padded[(slice(None), slice(None)) + kernel_slices(offs, ctx.out, stride, dilation)]
-            if out is None:
-                out = ctx.empty_like(cand.shape, cand.dtype, x4)     # x's layout (channels-last stays)
-                out[...] = cand
-            else:
-                xp.maximum(out, cand, out=out)                  # NaN propagates, as in PyTorch
+        cands = [padded[(slice(None), slice(None)) + kernel_slices(offs, ctx.out, stride, dilation)]
+                 for offs in itertools.product(*(range(n) for n in kernel))]
+        out = ctx.empty_like(cands[0].shape, x.dtype, x4)          # x's layout (channels-last stays)
+        if len(cands) == 1:
+            out[...] = cands[0]
+        else:
+            xp.maximum(cands[0], cands[1], out=out)                 # NaN propagates, as in PyTorch
+        for cand in cands[2:]:
+            xp.maximum(out, cand, out=out)
         result = out[0] if ctx.unbatched else out
         ctx.save_for_backward(x, result)
         if indices_sink is not None:  # flat index into each input plane, as PyTorch's return_indices
