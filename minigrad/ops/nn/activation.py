@@ -46,7 +46,11 @@ class LeakyReLU(Function):
 
 
 class GELU(Function):
-    """Exact: x Phi(x) with Phi(x) = (1 + erf(x / sqrt 2)) / 2; 'tanh': the tanh approximation."""
+    """Exact: x Phi(x) with Phi(x) = (1 + erf(x / sqrt 2)) / 2; 'tanh': the tanh approximation.
+
+    On CPU, forward saves the *derivative* instead of x: it shares most of its work with the forward
+    (erf's Gaussian, tanh), backward becomes one multiply, and x (often a wide MLP activation) need not
+    stay alive for backward."""
     name = "gelu"
 
     @staticmethod
@@ -56,26 +60,32 @@ class GELU(Function):
         if ctx.fused is not None:  # GPU: one fused kernel each way (backend/cuda_kernels.py)
             ctx.save_for_backward(x)
             return ctx.fused.gelu(x, approximate)
-        if approximate == "tanh":
-            t = xp.tanh(_SQRT_2_OVER_PI * (x + _GELU_C * x * x * x))
-            ctx.save_for_backward(x, t)
-            return 0.5 * x * (1.0 + t)
-        cdf = 0.5 * (1.0 + erf(xp, x / _SQRT_2))
-        ctx.save_for_backward(x, cdf)
-        return x * cdf
+        if approximate == "tanh":   # d/dx = (1 + t)/2 + x/2 (1 - t^2) sqrt(2/pi) (1 + 3c x^2)
+            x2 = x * x
+            t = xp.tanh(_SQRT_2_OVER_PI * x * (1.0 + _GELU_C * x2))
+            half = 0.5 * (1.0 + t)
+            deriv = half + 0.5 * x * (1.0 - t * t) * _SQRT_2_OVER_PI * (1.0 + 3.0 * _GELU_C * x2)
+            ctx.save_for_backward(deriv)
+            return x * half
+        e, gauss = erf(xp, x / _SQRT_2, gauss=True)     # gauss = exp(-x^2 / 2)
+        cdf = e
+        cdf += 1.0
+        cdf *= 0.5
+        out = x * cdf
+        deriv = gauss                                   # d/dx = Phi(x) + x phi(x), in place
+        deriv *= x
+        deriv *= _INV_SQRT_2PI
+        deriv += cdf
+        ctx.save_for_backward(deriv)
+        return out
 
     @staticmethod
     def backward(ctx, grad):
-        xp = ctx.xp
         if ctx.fused is not None:
             x, = ctx.saved_tensors
             return ctx.fused.gelu_backward(x, grad, ctx.approximate), None
-        x, s = ctx.saved_tensors
-        if ctx.approximate == "tanh":  # d/dx = (1 + t)/2 + x/2 (1 - t^2) sqrt(2/pi) (1 + 3c x^2)
-            inner = _SQRT_2_OVER_PI * (1.0 + 3.0 * _GELU_C * x * x)
-            return grad * (0.5 * (1.0 + s) + 0.5 * x * (1.0 - s * s) * inner), None
-        pdf = _INV_SQRT_2PI * xp.exp(-0.5 * x * x)  # d/dx = Phi(x) + x phi(x)
-        return grad * (s + x * pdf), None
+        deriv, = ctx.saved_tensors
+        return grad * deriv, None
 
 
 def stable_sigmoid(xp, x):
