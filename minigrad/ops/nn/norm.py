@@ -7,15 +7,25 @@ with dx_hat = g * weight. layer_norm reduces over the trailing ``normalized_shap
 which are constants: dx = g * weight * rstd.
 """
 from ...autograd.function import Function
+from ...backend.layout import is_channels_last
 from ...errors import ArgumentError, DTypeError, ShapeError
 from ._util import save, saved
 
 
-def _norm_backward(xp, g_hat, x_hat, rstd, axes):
-    """dx for x_hat = (x - mean(x)) * rstd, both statistics taken over ``axes``."""
-    m1 = g_hat.mean(axis=axes, keepdims=True)
-    m2 = (g_hat * x_hat).mean(axis=axes, keepdims=True)
+def _norm_backward(g_hat, x_hat, rstd, mean):
+    """dx for x_hat = (x - mean(x)) * rstd, both statistics taken by ``mean`` (keeping dims)."""
+    m1 = mean(g_hat)
+    m2 = mean(g_hat * x_hat)
     return rstd * (g_hat - m1 - x_hat * m2)
+
+
+def _channel_sum(xp, a, axes):
+    """Sum over every dim but the channels (dim 1). Channels-last memory (a conv's output) is an (M, C)
+    matrix, and there a GEMV with a ones vector is ~3x faster than NumPy's reduction over the outer axis."""
+    if is_channels_last(a):
+        flat = xp.moveaxis(a, 1, -1).reshape(-1, a.shape[1])
+        return xp.ones(flat.shape[0], a.dtype) @ flat
+    return a.sum(axis=axes)
 
 
 class LayerNorm(Function):
@@ -56,7 +66,7 @@ class LayerNorm(Function):
         dx = dw = db = None
         if need_x:
             g_hat = grad * weight if weight is not None else grad
-            dx = _norm_backward(ctx.xp, g_hat, x_hat, rstd, axes)
+            dx = _norm_backward(g_hat, x_hat, rstd, lambda a: a.mean(axis=axes, keepdims=True))
         if need_w:
             dw = (grad * x_hat).sum(axis=lead)
         if need_b:
@@ -90,9 +100,9 @@ class BatchNorm(Function):
             if m <= 1:
                 raise ShapeError(f"batch_norm: expected more than 1 value per channel when training, got "
                                  f"input shape {tuple(x.shape)}")
-            mean = x.mean(axis=axes, keepdims=True)
+            mean = _channel_sum(xp, x, axes).reshape(bshape) / m
             xc = x - mean
-            var = (xc * xc).mean(axis=axes, keepdims=True)           # biased: used to normalise
+            var = _channel_sum(xp, xc * xc, axes).reshape(bshape) / m   # biased: used to normalise
             if running_mean is not None:                             # in place, as PyTorch's buffers
                 running_mean *= 1.0 - momentum
                 running_mean += momentum * mean.reshape(C).astype(running_mean.dtype)
@@ -116,14 +126,17 @@ class BatchNorm(Function):
         x_hat, rstd, weight = saved(ctx)
         axes = ctx.axes
         need_x, need_w, need_b = ctx.needs_input_grad[0], ctx.needs_input_grad[3], ctx.needs_input_grad[4]
+        xp = ctx.xp
         C = grad.shape[1]
         bshape = (1, C) + (1,) * (grad.ndim - 2)
+        m = grad.size // C
         dx = dw = db = None
         if need_x:
             g_hat = grad * weight.reshape(bshape) if weight is not None else grad
-            dx = _norm_backward(ctx.xp, g_hat, x_hat, rstd, axes) if ctx.training else g_hat * rstd
+            mean = lambda a: _channel_sum(xp, a, axes).reshape(bshape) / m  # noqa: E731
+            dx = _norm_backward(g_hat, x_hat, rstd, mean) if ctx.training else g_hat * rstd
         if need_w:
-            dw = (grad * x_hat).sum(axis=axes)
+            dw = _channel_sum(xp, grad * x_hat, axes)
         if need_b:
-            db = grad.sum(axis=axes)
+            db = _channel_sum(xp, grad, axes)
         return dx, None, None, dw, db, None, None, None
