@@ -238,7 +238,18 @@ class Tensor:
         return _ops.clone(self)
 
     def contiguous(self):
+        """C-order (row-major) memory: ``self`` if it is already, else a differentiable copy."""
         return self if self.data.flags.c_contiguous else _ops.clone(self)
+
+    def is_contiguous(self):
+        """True when the memory is C-order. A conv's output is not: it is channels-last memory viewed as
+        (N, C, H, W), as with PyTorch's ``memory_format=torch.channels_last``."""
+        return bool(self.data.flags.c_contiguous)
+
+    def stride(self, dim=None):
+        """Strides in elements (PyTorch's convention; NumPy's ``.data.strides`` are in bytes)."""
+        strides = tuple(s // self.data.itemsize for s in self.data.strides)
+        return strides if dim is None else strides[_ops._norm_dim(dim, self.ndim, "stride")]
 
     def to(self, *args, **kwargs):
         """``to(dtype)``, ``to(device)``, ``to(device, dtype)``, ``to(other_tensor)``; differentiable."""

@@ -392,3 +392,17 @@ def test_setitem(device):
     leaf = mg.zeros(2, requires_grad=True, device=device)
     with pytest.raises(AutogradError):
         leaf[0] = 1.0
+
+
+def test_is_contiguous_and_stride_follow_pytorch():
+    import minigrad.nn.functional as F
+    from minigrad.errors import OpIndexError
+    x = mg.randn(2, 3, 4)
+    assert x.is_contiguous() and x.stride() == (12, 4, 1) and x.stride(-1) == 1
+    t = x.transpose(0, 2)
+    assert not t.is_contiguous() and t.stride() == (1, 4, 12)
+    assert t.contiguous().is_contiguous() and t.contiguous().stride() == (6, 2, 1)
+    y = F.conv2d(mg.randn(2, 3, 5, 5), mg.randn(4, 3, 3, 3))       # channels-last memory, NCHW shape
+    assert y.shape == (2, 4, 3, 3) and not y.is_contiguous() and y.stride() == (36, 1, 12, 4)
+    with pytest.raises(OpIndexError, match="stride"):
+        x.stride(3)
