@@ -105,6 +105,29 @@ def test_gelu_known_values(device):
     np.testing.assert_allclose(out, [0.0, 0.8413447460685429, -0.15865525393145707], rtol=1e-12)
 
 
+@pytest.mark.parametrize("dtype", [mg.float32, mg.float64])
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_same_values_with_and_without_grad(approximate, dtype, device):
+    """Forward prepares the derivative for backward only when a gradient is wanted: the values must not
+    depend on it, and the derivative must match the written-out formula."""
+    x = mg.tensor(np.linspace(-6, 6, 241), dtype=dtype, device=device, requires_grad=True)
+    y = F.gelu(x, approximate=approximate)
+    with mg.no_grad():
+        y0 = F.gelu(x, approximate=approximate)
+    assert not y0.requires_grad
+    np.testing.assert_array_equal(y0.numpy(), y.detach().numpy())
+    y.sum().backward()
+    v = np.linspace(-6, 6, 241)
+    if approximate == "tanh":
+        k, c = np.sqrt(2 / np.pi), 0.044715
+        t = np.tanh(k * (v + c * v ** 3))
+        expected = 0.5 * (1 + t) + 0.5 * v * (1 - t * t) * k * (1 + 3 * c * v * v)
+    else:
+        expected = 0.5 * (1 + _erf(v / np.sqrt(2))) + v * np.exp(-v * v / 2) / np.sqrt(2 * np.pi)
+    tol = dict(rtol=1e-12, atol=1e-13) if dtype == mg.float64 else dict(rtol=2e-5, atol=2e-6)
+    np.testing.assert_allclose(x.grad.numpy(), expected, **tol)
+
+
 # --- softmax / log_softmax ------------------------------------------------------------------------
 def test_softmax_stable_for_huge_logits(device):
     x = mg.tensor([[1000.0, -1000.0, 0.0], [1e4, 1e4, 1e4], [-1e4, -1e4 + 1, -1e4]], device=device)

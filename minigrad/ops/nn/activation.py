@@ -60,23 +60,42 @@ class GELU(Function):
         if ctx.fused is not None:  # GPU: one fused kernel each way (backend/cuda_kernels.py)
             ctx.save_for_backward(x)
             return ctx.fused.gelu(x, approximate)
-        if approximate == "tanh":   # d/dx = (1 + t)/2 + x/2 (1 - t^2) sqrt(2/pi) (1 + 3c x^2)
+        need_grad = ctx.needs_input_grad[0]       # no derivative to prepare under no_grad (eval, sampling)
+        if approximate == "tanh":   # t = tanh(sqrt(2/pi) (x + c x^3)), out = x (1 + t) / 2
             x2 = x * x
-            t = xp.tanh(_SQRT_2_OVER_PI * x * (1.0 + _GELU_C * x2))
-            half = 0.5 * (1.0 + t)
-            deriv = half + 0.5 * x * (1.0 - t * t) * _SQRT_2_OVER_PI * (1.0 + 3.0 * _GELU_C * x2)
-            ctx.save_for_backward(deriv)
-            return x * half
-        e, gauss = erf(xp, x / _SQRT_2, gauss=True)     # gauss = exp(-x^2 / 2)
-        cdf = e
+            u = x2 * _GELU_C
+            u += 1.0
+            u *= x
+            u *= _SQRT_2_OVER_PI
+            half = xp.tanh(u, out=u)
+            half += 1.0
+            half *= 0.5                                 # (1 + t) / 2
+            out = x * half
+            if need_grad:
+                # d/dx = (1 + t)/2 + x/2 (1 - t^2) sqrt(2/pi) (1 + 3c x^2), and (1 - t^2)/2 = 2 half (1 - half)
+                deriv = 1.0 - half
+                deriv *= half
+                deriv *= 2.0 * _SQRT_2_OVER_PI
+                deriv *= x
+                x2 *= 3.0 * _GELU_C
+                x2 += 1.0
+                deriv *= x2
+                deriv += half
+                ctx.save_for_backward(deriv)
+            return out
+        if need_grad:
+            cdf, gauss = erf(xp, x / _SQRT_2, gauss=True)   # gauss = exp(-x^2 / 2)
+        else:
+            cdf = erf(xp, x / _SQRT_2)
         cdf += 1.0
         cdf *= 0.5
         out = x * cdf
-        deriv = gauss                                   # d/dx = Phi(x) + x phi(x), in place
-        deriv *= x
-        deriv *= _INV_SQRT_2PI
-        deriv += cdf
-        ctx.save_for_backward(deriv)
+        if need_grad:
+            deriv = gauss                               # d/dx = Phi(x) + x phi(x), in place
+            deriv *= x
+            deriv *= _INV_SQRT_2PI
+            deriv += cdf
+            ctx.save_for_backward(deriv)
         return out
 
     @staticmethod
