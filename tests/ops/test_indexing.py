@@ -72,6 +72,18 @@ def test_repeated_indices_accumulate(device):
     np.testing.assert_array_equal(host(w.grad), [[0, 0, 2], [0, 0, 0]])
 
 
+def test_repeated_negative_and_positive_indices_hit_the_same_row(device):
+    """-1 and n-1 name the same row: their gradients must add up (the sorted row scatter normalises them)."""
+    x = T(np.zeros((4, 2)), device)
+    g = np.arange(10.0).reshape(5, 2)
+    x[mg.tensor([-1, 3, 0, -4, -1], device=device)].backward(mg.tensor(g, device=device))
+    np.testing.assert_array_equal(host(x.grad), [g[2] + g[3], [0, 0], [0, 0], g[0] + g[1] + g[4]])
+    e = T(np.zeros((3, 2)), device)
+    mask = mg.tensor([True, True, True], device=device)       # a bool index as long as its values: not rows
+    (e[mask] * mg.tensor(g[:3], device=device)).sum().backward()
+    np.testing.assert_array_equal(host(e.grad), g[:3])
+
+
 def test_bool_mask_backward(device):
     x = T([1.0, -2.0, 3.0, -4.0], device)
     (x[x > 0] * 2).sum().backward()
