@@ -1,6 +1,7 @@
 """Helpers shared by the nn ops: argument normalisation, reductions, a vectorised erf, sliding windows."""
 import math
 
+from ...backend.layout import is_channels_last
 from ...errors import ArgumentError, OpIndexError
 
 REDUCTIONS = ("mean", "sum", "none")
@@ -52,6 +53,18 @@ def windows(xp, x, kernel, stride, dilation):
     if xp.__name__ == "numpy":  # read-only: windows overlap, a write would alias
         return xp.lib.stride_tricks.as_strided(x, shape=shape, strides=view_strides, writeable=False)
     return xp.lib.stride_tricks.as_strided(x, shape=shape, strides=view_strides)  # pragma: no cover
+
+
+def pad_spatial(ctx, x, widths, value=0):
+    """Pad the spatial dims of (N, C, *spatial) by ``widths`` ((before, after) per dim) with ``value``,
+    keeping x's memory layout (``xp.pad`` would return C order); x itself when there is nothing to pad."""
+    if not any(lo or hi for lo, hi in widths):
+        return x
+    shape = x.shape[:2] + tuple(s + lo + hi for s, (lo, hi) in zip(x.shape[2:], widths))
+    out = ctx.empty_like(shape, x.dtype, x)
+    out.fill(value)
+    out[(slice(None), slice(None)) + tuple(slice(lo, lo + s) for s, (lo, _) in zip(x.shape[2:], widths))] = x
+    return out
 
 
 def kernel_slices(offsets, out, stride, dilation):
@@ -162,6 +175,17 @@ def erf(xp, x, gauss=False):
     else:
         out = erf_rational(xp, x).astype(x.dtype, copy=False)
     return (out, xp.exp(-(x * x))) if gauss else out
+
+
+# --- per-channel sums -----------------------------------------------------------------------------
+def channel_sum(xp, a):
+    """Sum of an (N, C, *spatial) array over every dim but the channels (bias and norm gradients).
+    Channels-last memory (a conv's output) is an (M, C) matrix, and there a GEMV with a ones vector is
+    ~3x faster than NumPy's reduction over the outer axis."""
+    if is_channels_last(a):
+        flat = xp.moveaxis(a, 1, -1).reshape(-1, a.shape[1])
+        return xp.ones(flat.shape[0], a.dtype) @ flat
+    return a.sum(axis=(0,) + tuple(range(2, a.ndim)))
 
 
 # --- saving optional arrays -----------------------------------------------------------------------

@@ -21,7 +21,7 @@ import itertools
 from ...autograd.function import Function
 from ...backend.layout import is_channels_last
 from ...errors import ArgumentError, DTypeError, ShapeError
-from ._util import kernel_slices, ntuple, windows
+from ._util import channel_sum, kernel_slices, ntuple, pad_spatial, windows
 
 
 def _prod(xs):
@@ -50,30 +50,13 @@ def conv_padding(op, padding, kernel, stride, dilation, nd):
     return tuple((p, p) for p in ntuple(op, "padding", padding, nd, 0))
 
 
-def _zeros_like_layout(ctx, shape, dtype, like):
-    out = ctx.empty_like(shape, dtype, like)
-    out.fill(0)
-    return out
-
-
-def _pad(ctx, x):
-    """Zero-pad the spatial dims, keeping x's memory layout (xp.pad would return C order)."""
-    pads = ctx.pads
-    if not any(lo or hi for lo, hi in pads):
-        return x
-    out = _zeros_like_layout(ctx, x.shape[:2] + tuple(s + lo + hi for s, (lo, hi) in zip(x.shape[2:], pads)),
-                             x.dtype, x)
-    out[(slice(None), slice(None)) + tuple(slice(lo, lo + s) for s, (lo, _) in zip(x.shape[2:], pads))] = x
-    return out
-
-
 def _im2col(ctx, x, ones):
     """x (N, C, *sp) -> cols (G, N*L, Kg), Kg = Cg*K, gathered in one copy in the order x's memory favours:
     channels-last x -> rows ordered (kernel offset, channel) ('kc', runs of contiguous channels);
     channels-first x -> a (G, Kg, N*L) array ordered (channel, offset) ('ck'), returned transposed.
     ``ones``: append a column of ones (Kg + 1 columns), the input that the bias multiplies."""
     nd, G = ctx.nd, ctx.groups
-    win = windows(ctx.xp, _pad(ctx, x), ctx.kernel, ctx.stride, ctx.dilation)    # N, C, *out, *k
+    win = windows(ctx.xp, pad_spatial(ctx, x, ctx.pads), ctx.kernel, ctx.stride, ctx.dilation)    # N, C, *out, *k
     N, C = x.shape[:2]
     win = win.reshape((N, G, C // G) + win.shape[2:])                           # N, G, Cg, *out, *k
     outs, ks = tuple(range(3, 3 + nd)), tuple(range(3 + nd, 3 + 2 * nd))
@@ -182,7 +165,7 @@ class _ConvNd(Function):
                 dw = dw.reshape(G, Og, -1, Cg).swapaxes(2, 3)
             dw = dw.reshape(weight.shape)
         if need_b and db is None:
-            db = xp.ones(NL, grad.dtype) @ gm.reshape(NL, O)    # a GEMV: 3x faster than sum(axis=0) here
+            db = channel_sum(xp, grad)
         if need_x:
             K = _prod(ctx.kernel)
             wk = xp.ascontiguousarray(weight.reshape(G, Og, Cg, K).transpose(0, 3, 1, 2))   # (G, K, Og, Cg)

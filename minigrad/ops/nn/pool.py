@@ -9,7 +9,7 @@ import itertools
 from ...autograd.function import Function
 from ...backend.layout import empty_in_order, in_order, memory_order
 from ...errors import ArgumentError, ShapeError
-from ._util import kernel_slices, ntuple, windows
+from ._util import kernel_slices, ntuple, pad_spatial, windows
 
 
 def pool_geometry(op, spatial, kernel, stride, pads, dilation, ceil_mode):
@@ -31,11 +31,9 @@ def pool_geometry(op, spatial, kernel, stride, pads, dilation, ceil_mode):
     return tuple(out), tuple(extra)
 
 
-def _pad(xp, x, pads, extra, value):
-    if not any(pads) and not any(extra):
-        return x
-    widths = ((0, 0), (0, 0)) + tuple((p, p + e) for p, e in zip(pads, extra))
-    return xp.pad(x, widths, constant_values=value)
+def _pad(ctx, x, value):
+    """The input padded by ``padding`` on both sides plus ceil_mode's extra on the right."""
+    return pad_spatial(ctx, x, tuple((p, p + e) for p, e in zip(ctx.pads, ctx.extra)), value)
 
 
 def _batched(ctx, x, nd):
@@ -100,7 +98,7 @@ class _MaxPoolNd(Function):
         ctx.out, ctx.extra = pool_geometry(ctx.name, x4.shape[2:], kernel, stride, pads, dilation, ceil_mode)
         ctx.kernel, ctx.stride, ctx.pads, ctx.dilation = kernel, stride, pads, dilation
         low = -xp.inf if x.dtype.kind == "f" else xp.iinfo(x.dtype).min
-        padded = _pad(xp, x4, pads, ctx.extra, low)
+        padded = _pad(ctx, x4, low)
         cands = [padded[(slice(None), slice(None)) + kernel_slices(offs, ctx.out, stride, dilation)]
                  for offs in itertools.product(*(range(n) for n in kernel))]
         out = ctx.empty_like(cands[0].shape, x.dtype, x4)          # x's layout (channels-last stays)
@@ -133,7 +131,7 @@ class _MaxPoolNd(Function):
         if ctx.unbatched:
             x, out, grad = x[None], out[None], grad[None]
         low = -xp.inf if x.dtype.kind == "f" else xp.iinfo(x.dtype).min
-        hits = _first_max_hits(ctx, xp, _pad(xp, x, ctx.pads, ctx.extra, low), out)
+        hits = _first_max_hits(ctx, xp, _pad(ctx, x, low), out)
         order = memory_order(x)
         grad = in_order(grad, memory_order(out), ctx.empty)     # one copy if the layouts differ
         contributions = lambda offs, dst: xp.multiply(grad, next(hits), out=dst)  # noqa: E731
@@ -169,7 +167,7 @@ class _AvgPoolNd(Function):
         ctx.out, ctx.extra = pool_geometry(ctx.name, spatial, kernel, stride, pads, dilation, ceil_mode)
         ctx.kernel, ctx.stride, ctx.pads, ctx.dilation = kernel, stride, pads, dilation
         ctx.in_shape, ctx.dtype, ctx.order = x4.shape, x.dtype, memory_order(x4)
-        win = windows(xp, _pad(xp, x4, pads, ctx.extra, 0), kernel, stride, dilation)
+        win = windows(xp, _pad(ctx, x4, 0), kernel, stride, dilation)
         total = win.sum(axis=tuple(range(2 + nd, 2 + 2 * nd)))
         if divisor_override is not None:
             div = float(divisor_override)
