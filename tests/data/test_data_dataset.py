@@ -34,6 +34,20 @@ def test_dataset_base_requires_getitem():
         Dataset()[0]
 
 
+def test_abstract_iterables_name_the_missing_method():
+    from minigrad.utils.data import IterableDataset, Sampler
+
+    class Stream(IterableDataset):
+        pass
+
+    class MySampler(Sampler):
+        pass
+    with pytest.raises(NotImplementedError, match="Stream must implement __iter__"):
+        iter(Stream())
+    with pytest.raises(NotImplementedError, match="MySampler must implement __iter__"):
+        iter(MySampler())
+
+
 def test_tensor_dataset_rows_and_len():
     x, y = _xy()
     ds = TensorDataset(mg.tensor(x), mg.tensor(y))
