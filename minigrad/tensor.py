@@ -7,8 +7,8 @@ Every operator below delegates to a function in ``minigrad.ops``; the maths live
 """
 import numpy as np
 
-from .autograd import grad_mode
-from .autograd.function import AccumulateGrad
+from .autograd import engine as _engine, grad_mode
+from .autograd.function import AccumulateGrad, bind_tensor_class
 from .backend import dtypes
 from .backend.device import CPU, device as _device, get_backend
 from .errors import AutogradError, DTypeError, ShapeError
@@ -158,7 +158,7 @@ class Tensor:
         if self.data.dtype not in (np.float32, np.int64, np.bool_):
             extra.append(f"dtype={self.dtype}")
         if self.grad_fn is not None:
-            extra.append(f"grad_fn=<{type(self.grad_fn).__name__}Backward>")
+            extra.append(f"grad_fn={self.grad_fn!r}")  # <Mul>: the node is the Mul op's ctx
         elif self.requires_grad:
             extra.append("requires_grad=True")
         return "tensor(" + body + "".join(", " + e for e in extra) + ")"
@@ -517,8 +517,5 @@ def tensor(data, dtype=None, device=None, requires_grad=False):
     return t
 
 
-from .autograd import engine as _engine  # noqa: E402  (engine and ops import Tensor)
-from .autograd import function as _function  # noqa: E402
-
-_function.Tensor = Tensor
-from . import ops as _ops  # noqa: E402
+bind_tensor_class(Tensor)
+from . import ops as _ops  # noqa: E402  (ops import Tensor; Tensor's operators call ops)

@@ -1,7 +1,10 @@
-"""Autograd: Function (one op = forward + backward), the engine, grad modes, gradcheck, anomaly mode."""
+"""Autograd: Function (one op = forward + backward), the engine, grad modes, gradcheck, anomaly mode, and
+the extension points features plug into (``extensions``)."""
+from . import extensions
 from .anomaly import detect_anomaly, is_anomaly_enabled
 from .engine import backward, grad, queue_callback, topological_order
-from .function import AccumulateGrad, Function, saved_tensors_hooks
+from .extensions import saved_tensors_hooks
+from .function import AccumulateGrad, Edge, Function
 from .grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .gradcheck import gradcheck
 from ..errors import GradcheckError
@@ -11,6 +14,6 @@ class graph:  # namespace mirroring torch.autograd.graph
     saved_tensors_hooks = saved_tensors_hooks
 
 
-__all__ = ["AccumulateGrad", "Function", "GradcheckError", "backward", "detect_anomaly", "enable_grad",
+__all__ = ["AccumulateGrad", "Edge", "Function", "extensions", "GradcheckError", "backward", "detect_anomaly", "enable_grad",
            "grad", "gradcheck", "graph", "is_anomaly_enabled", "is_grad_enabled", "no_grad",
            "queue_callback", "saved_tensors_hooks", "set_grad_enabled", "topological_order"]

@@ -5,13 +5,15 @@
 2. The sweep pops each node's summed gradient, calls its ``backward`` and hands each input its share,
    un-broadcast to the input's shape. Leaves (AccumulateGrad nodes) add it into ``tensor.grad``.
 """
+import contextlib
+import math
 import threading
 
 from ..errors import AutogradError, GradientError, InplaceModificationError
-from . import anomaly
+from . import extensions, function
 from .function import LEGACY_PROMOTION, AccumulateGrad
 
-_anomaly = anomaly.state
+_extensions = extensions.state
 
 
 class _Local(threading.local):
@@ -32,8 +34,10 @@ def topological_order(roots):
         while stack:
             node, edges = stack[-1]
             for edge in edges:
-                if edge is not None and edge[0] not in visited:
-                    child = edge[0]
+                if edge is None:
+                    continue
+                child = edge[0]  # edge.node, by position: this line runs once per edge of the graph
+                if child not in visited:
                     visited.add(child)
                     stack.append((child, iter(child.next)))
                     break
@@ -46,7 +50,7 @@ def topological_order(roots):
 
 def unbroadcast(grad, shape, node, index):
     """Sum ``grad`` down to ``shape`` (the inverse of broadcasting). The one place this is done."""
-    if grad.ndim < len(shape) or (grad.ndim == len(shape) and grad.size < _prod(shape)):
+    if grad.ndim < len(shape) or (grad.ndim == len(shape) and grad.size < math.prod(shape)):
         _bad_grad(node, index, grad, shape)
     lead = grad.ndim - len(shape)
     axes = tuple(range(lead)) + tuple(lead + i for i, n in enumerate(shape)
@@ -58,13 +62,6 @@ def unbroadcast(grad, shape, node, index):
     if grad.shape != tuple(shape):
         _bad_grad(node, index, grad, shape)
     return grad
-
-
-def _prod(shape):
-    n = 1
-    for s in shape:
-        n *= s
-    return n
 
 
 def _bad_grad(node, index, grad, shape):
@@ -83,75 +80,82 @@ def _check_versions(node):
 
 
 def run_backward(roots, retain_graph=False, capture=None):
-    """Propagate ``roots`` [(node, grad_array)] to the leaves.
+    """Propagate ``roots`` [(node, grad_array)] to the leaves: the loop lecture 01 shows.
 
     ``capture``: dict {node: None}; when given, gradients reaching those nodes are stored there instead of
     being accumulated into leaves (this is ``mg.autograd.grad``).
     """
-    outer = _local.callbacks is None
-    if outer:
-        _local.callbacks = []
-    try:
-        grads = {}
-        shared = set()  # ids of gradient arrays that more than one input received
-        for node, g in roots:
-            grads[node] = grads[node] + g if node in grads else g
+    with _backward_pass():
+        pending = _Pending(roots)
         for node in topological_order([n for n, _ in roots]):
-            g = grads.pop(node, None)
-            if g is None:
-                continue
+            grad = pending.pop(node, None)
+            if grad is None:
+                continue                            # no gradient flows through this node
             if node._pre_hooks:
-                g = _run_hooks(node, g)
+                grad = _run_hooks(node, grad)       # register_hook / retain_grad
             if capture is not None and node in capture:
-                capture[node] = g
-            if type(node) is AccumulateGrad:
+                capture[node] = grad
+            if type(node) is AccumulateGrad:        # a leaf: into tensor.grad (not for autograd.grad)
                 if capture is None:
-                    node.accumulate(g, id(g) in shared)
+                    node.accumulate(grad, id(grad) in pending.shared)
                 continue
             if node._versions:
-                _check_versions(node)  # were the arrays it saved modified in place since?
-            if node.device.backend.allocator is None:
-                in_grads = node.backward(node, g)
-            else:
-                in_grads = _labelled_backward(node, g)
-            if type(in_grads) is not tuple:
-                in_grads = (in_grads,)
-            if len(in_grads) != len(node.next):
-                raise GradientError(f"{node.name}: backward returned {len(in_grads)} gradients for "
-                                    f"{len(node.next)} inputs")
+                _check_versions(node)               # arrays it saved modified in place since forward?
+            input_grads = node.backward(node, grad) if not _extensions.backward else \
+                extensions.run_backward(node, grad)  # inside the profiler's, the pool's... wrappers
             if not retain_graph:
-                node._saved = None  # free what forward saved
-            previous = None
-            for i, edge in enumerate(node.next):
-                ig = in_grads[i]
-                if edge is None or ig is None:
-                    continue
-                child, shape, dtype = edge
-                if ig.shape != shape or ig.dtype is not dtype:
-                    ig = _conform(ig, shape, dtype, g, node, i)
-                if _anomaly.enabled:
-                    anomaly.check(ig, node.xp, node.name, f"gradient for input {i}")
-                if ig is previous or (i > 1 and any(ig is x for x in in_grads[:i])):
-                    shared.add(id(ig))  # one array handed to two inputs (Add returns (g, g)): leaves copy it
-                previous = ig
-                pending = grads.get(child)
-                grads[child] = ig if pending is None else pending + ig
-        if outer:
-            for fn in _local.callbacks:
-                fn()
-    finally:
-        if outer:
-            _local.callbacks = None
+                node._saved = None                  # free what forward saved
+            pending.send(node, input_grads, grad)
 
 
-def _labelled_backward(node, g):
-    """Run a node's backward with the memory pool labelling what it allocates ("<op>.backward")."""
-    alloc = node.device.backend.allocator
-    prev_op, alloc.current_op = alloc.current_op, node.name + ".backward"
+class _Pending(dict):
+    """{node: the gradient waiting there}, summed as gradients arrive from the node's consumers.
+
+    ``shared`` remembers arrays handed to more than one input (``Add`` returns ``(g, g)``): a leaf must
+    copy such an array before keeping it as ``.grad``, or a later ``+=`` would leak into the other input.
+    """
+
+    def __init__(self, roots):
+        super().__init__()
+        self.shared = set()
+        for node, g in roots:
+            self[node] = self[node] + g if node in self else g
+
+    def send(self, node, input_grads, grad):
+        """Hand each input of ``node`` its gradient, un-broadcast and checked against the input's edge."""
+        if type(input_grads) is not tuple:
+            input_grads = (input_grads,)
+        if len(input_grads) != len(node.next):
+            raise GradientError(f"{node.name}: backward returned {len(input_grads)} gradients for "
+                                f"{len(node.next)} inputs")
+        previous = None
+        for i, edge in enumerate(node.next):
+            g = input_grads[i]
+            if edge is None or g is None:
+                continue
+            child, shape, dtype = edge
+            if g.shape != shape or g.dtype is not dtype:
+                g = _conform(g, shape, dtype, grad, node, i)
+            if g is previous or (i > 1 and any(g is x for x in input_grads[:i])):
+                self.shared.add(id(g))
+            previous = g
+            waiting = self.get(child)
+            self[child] = g if waiting is None else waiting + g
+
+
+@contextlib.contextmanager
+def _backward_pass():
+    """The outermost backward collects ``queue_callback`` functions and runs them when it ends."""
+    if _local.callbacks is not None:  # a backward inside a backward (a hook, checkpointing)
+        yield
+        return
+    _local.callbacks = []
     try:
-        return node.backward(node, g)
+        yield
+        for fn in _local.callbacks:
+            fn()
     finally:
-        alloc.current_op = prev_op
+        _local.callbacks = None
 
 
 def _conform(ig, shape, dtype, g, node, i):
@@ -170,7 +174,7 @@ def _conform(ig, shape, dtype, g, node, i):
 
 
 def _run_hooks(node, g):
-    from ..tensor import Tensor
+    Tensor = function.Tensor
     dev = node.tensor_ref().device if type(node) is AccumulateGrad else node.device
     for hook in node._pre_hooks:
         out = hook(Tensor._make(g, dev))
@@ -192,7 +196,7 @@ def queue_callback(fn):
 
 
 def _roots(tensors, grad_tensors, what):
-    from ..tensor import Tensor
+    Tensor = function.Tensor
     if isinstance(tensors, Tensor):
         tensors = (tensors,)
     if grad_tensors is None or isinstance(grad_tensors, Tensor):
@@ -226,7 +230,7 @@ def backward(tensors, grad_tensors=None, retain_graph=False):
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=False, allow_unused=False):
     """Return d(outputs)/d(inputs) without touching any ``.grad`` (like ``torch.autograd.grad``)."""
-    from ..tensor import Tensor
+    Tensor = function.Tensor
     single = isinstance(inputs, Tensor)
     inputs = (inputs,) if single else tuple(inputs)
     nodes = []

@@ -1,33 +1,60 @@
 """Function: one differentiable op, forward and backward side by side.
 
-``Op.apply(*inputs)`` unwraps tensors to backend arrays, runs ``forward(ctx, *arrays)`` and wraps the
-result in a Tensor. When grad mode is on and an input requires grad, the ctx becomes the result's
-``grad_fn``: a node of the graph holding the saved arrays and one edge per input. The engine later calls
-``backward(ctx, grad)``, which returns one gradient per input (None for non-differentiable inputs).
+``Op.apply(*inputs, **options)`` unwraps tensors to backend arrays, runs ``forward(ctx, *arrays, **options)``
+and wraps the result in a Tensor. When grad mode is on and an input requires grad, the ctx becomes the
+result's ``grad_fn``: a node of the graph holding the saved arrays and one ``Edge`` per positional input.
+The engine later calls ``backward(ctx, grad)``, which returns one gradient per positional input (None for
+one that needs none). Non-tensor options (dims, flags) are keywords, so they get no edge and no gradient.
 Un-broadcasting, shape/dtype checks of returned gradients and version checks of saved arrays are done once,
 in the engine, never in ops. Unlike PyTorch, ``forward`` receives backend arrays (NumPy/CuPy), not Tensors:
 an op is written directly in array maths, and ``ctx.xp`` is the array module of the inputs' device.
 """
 import re
 import weakref
+from operator import itemgetter
 
 import numpy as np
 
 from ..backend.device import get_backend
 from ..backend.layout import empty_in_order, memory_order
 from ..errors import AutogradError, DeviceError, MinigradError, ShapeError, DTypeError, OpIndexError
-from . import anomaly, grad_mode
+from . import extensions, grad_mode
+from .extensions import _saved_hooks, saved_tensors_hooks  # noqa: F401  (re-exported: older import path)
 
 _grad = grad_mode._state
-_anomaly = anomaly.state
-_saved_hooks = []  # stack of (pack, unpack) pairs, see saved_tensors_hooks
-Tensor = None  # bound by minigrad.tensor (the core's one import cycle, broken here)
+_extensions = extensions.state
+Tensor = None  # the Tensor class, handed over by minigrad/tensor.py: see bind_tensor_class
 
 _FLOATING = frozenset("fc")
 _new = object.__new__
 # NumPy < 2 promotes float32 0-d arrays combined with Python floats to float64 (value-based casting);
 # NumPy 2 (NEP 50) keeps float32. Under NumPy 1.x, results are cast back to their inputs' float dtype.
 LEGACY_PROMOTION = np.lib.NumpyVersion(np.__version__) < "2.0.0"
+
+
+def bind_tensor_class(cls):
+    """Called once by ``minigrad/tensor.py`` when it defines ``Tensor``.
+
+    autograd never imports ``minigrad.tensor`` (which imports autograd): it works on objects with
+    ``data``, ``device``, ``requires_grad``, ``grad``, ``grad_fn`` and ``_accumulator()``, and needs the
+    class itself only to wrap results (``apply``) and gradients (hooks, ``autograd.grad``). This call is
+    the core's one upward reference, made explicit instead of an import cycle.
+    """
+    global Tensor
+    Tensor = cls
+
+
+class Edge(tuple):
+    """One input of a graph node: ``(node, shape, dtype)``, the node that produced the input and the
+    input's shape and dtype (the engine un-broadcasts and checks the gradient it sends there against
+    them). A plain tuple underneath (``Edge((node, shape, dtype))`` is as cheap as one), with names."""
+    __slots__ = ()
+    node = property(itemgetter(0))
+    shape = property(itemgetter(1))
+    dtype = property(itemgetter(2))
+
+    def __repr__(self):
+        return f"Edge(node={self[0]!r}, shape={self[1]}, dtype={self[2]})"
 
 
 def _snake(name):
@@ -91,96 +118,86 @@ class Function:
         """The output never requires grad (argmax-like results computed through apply)."""
         self._non_diff = True
 
+    def __repr__(self):
+        return f"<{type(self).__name__}>"  # PyTorch prints <MulBackward0>: here the node *is* Mul's ctx
+
     # --- apply: the forward pass of the graph ------------------------------------------------------
     @classmethod
     def apply(cls, *args, **kwargs):
-        ctx = cls.__new__(cls)
-        device = None
-        track = False       # record this op in the graph?
-        enabled = _grad.enabled
-        raw = []            # arguments with tensors unwrapped to their arrays
-        needs = []          # needs_input_grad
-        edges = []          # per argument: (the input's node, its shape, its dtype), or None
-        for a in args:
-            if isinstance(a, Tensor):
-                d = a.device
-                if device is None:
-                    device = d
-                elif d is not device and d != device:
-                    raise DeviceError(f"{cls.name}: tensors on different devices ({device}, {d})")
-                data = a.data
-                raw.append(data)
-                if a.requires_grad and enabled:
-                    track = True
-                    needs.append(True)
-                    edges.append((a.grad_fn or a._accumulator(), data.shape, data.dtype))
-                    continue
-            else:
-                raw.append(a)
-            needs.append(False)
-            edges.append(None)
-        if device is None:
-            raise AutogradError(f"{cls.name}: apply() needs at least one Tensor argument")
-        be = device.backend or get_backend(device)
-        ctx.xp = be.xp
-        if be.fused is not None:
-            ctx.fused = be.fused
-        ctx.device = device
-        ctx.needs_input_grad = tuple(needs)
-        alloc = be.allocator
-        if alloc is not None:  # the memory pool labels what this op allocates
-            prev_op, alloc.current_op = alloc.current_op, cls.name
-        try:
-            out = cls.forward(ctx, *raw, **kwargs)
-            if type(out) is not be.array_type:
-                out = be.asarray(out)
-            if LEGACY_PROMOTION and out.dtype.char == "d" and not cls.exact_dtype:
-                out = _undo_legacy_promotion(out, raw)
-            if alloc is not None:
-                out = _into_pool(ctx, alloc, out, track, be.array_type)
-        except MinigradError:
-            raise
-        except (ValueError, TypeError, IndexError, ZeroDivisionError, OverflowError) as e:
-            raise _op_error(cls.name, args, e) from None
-        finally:
-            if alloc is not None:
-                alloc.current_op = prev_op
-        if _anomaly.enabled:
-            anomaly.check(out, ctx.xp, cls.name, "output")
-        result = _new(Tensor)  # Tensor._make, inlined: this is the hottest path of the framework
-        result.data = out
-        result.device = device
-        result.grad = None
-        result._vc = [0]
-        if track and out.dtype.kind in _FLOATING and not ctx._non_diff:
-            result.requires_grad = True
-            result.grad_fn = ctx
-            ctx.next = tuple(edges)
-            if ctx._saved:
-                ctx._versions = _version_records(ctx, args, raw, out, result)
+        """Run the op: tensors in, a Tensor out, and (when grad is needed) a graph node for backward.
+
+        Positional arguments are the op's inputs (tensors, or numbers used as operands): each gets an
+        edge, and ``backward`` returns one gradient per positional argument. Everything else (dims,
+        flags, sizes) is passed by keyword and reaches ``forward`` unchanged.
+        """
+        if _extensions.forward:  # autocast, graph capture, the profiler, the memory pool, anomaly mode
+            return extensions.run_forward(cls, args, kwargs, _apply)
+        return _apply(cls, args, kwargs)
+
+
+def _apply(cls, args, kwargs):
+    """The core of ``Function.apply``: unwrap, forward, wrap, record the node (no extensions)."""
+    ctx = _new(cls)
+    device = None
+    track = False       # record this op in the graph?
+    enabled = _grad.enabled
+    raw = []            # arguments with tensors unwrapped to their arrays
+    needs = []          # needs_input_grad
+    edges = []          # per argument: Edge(the input's node, its shape, its dtype), or None
+    for a in args:
+        if isinstance(a, Tensor):
+            d = a.device
+            if device is None:
+                device = d
+            elif d is not device and d != device:
+                raise DeviceError(f"{cls.name}: tensors on different devices ({device}, {d})")
+            data = a.data
+            raw.append(data)
+            if a.requires_grad and enabled:
+                track = True
+                needs.append(True)
+                edges.append(Edge((a.grad_fn or a._accumulator(), data.shape, data.dtype)))
+                continue
         else:
-            result.requires_grad = False
-            result.grad_fn = None
-        return result
-
-
-def _into_pool(ctx, alloc, out, track, array_type):
-    """With a memory pool on: the output (and what backward will read) must live in pool blocks."""
-    pooled = alloc.adopt(out)
-    if pooled is not out and ctx._saved:
-        _resave(ctx, out, pooled)
-    if track and ctx._saved and ctx._unpack is None:
-        # intermediates saved for backward are activation memory too: keep them in the pool
-        ctx._saved = tuple(alloc.adopt(a) if type(a) is array_type else a for a in ctx._saved)
-    return pooled
-
-
-def _resave(ctx, old, new):
-    """The pool copied the output into its storage: an op that saved its output must keep that copy (one
-    array in memory, and in-place changes to the output stay detectable by the version check)."""
-    ctx._saved = tuple(new if s is old else s for s in ctx._saved)
-    if ctx._unpack is not None:
-        ctx._raw = tuple(new if s is old else s for s in ctx._raw)
+            raw.append(a)
+        needs.append(False)
+        edges.append(None)
+    if device is None:
+        raise AutogradError(f"{cls.name}: apply() needs at least one Tensor argument")
+    be = device.backend or get_backend(device)
+    ctx.xp = be.xp
+    if be.fused is not None:
+        ctx.fused = be.fused
+    ctx.device = device
+    ctx.needs_input_grad = tuple(needs)
+    try:
+        out = cls.forward(ctx, *raw, **kwargs)
+    except MinigradError:
+        raise
+    except (ValueError, TypeError, IndexError, ZeroDivisionError, OverflowError) as e:
+        raise _op_error(cls.name, args, e) from None
+    if ctx.device is not device:  # the op put its result on another device (device transfer)
+        device = ctx.device
+        be = get_backend(device)
+    if type(out) is not be.array_type:
+        out = be.asarray(out)
+    if LEGACY_PROMOTION and out.dtype.char == "d" and not cls.exact_dtype:
+        out = _undo_legacy_promotion(out, raw)
+    result = _new(Tensor)  # Tensor._make, inlined: this is the hottest path of the framework
+    result.data = out
+    result.device = device
+    result.grad = None
+    result._vc = [0]
+    if track and out.dtype.kind in _FLOATING and not ctx._non_diff:
+        result.requires_grad = True
+        result.grad_fn = ctx
+        ctx.next = tuple(edges)
+        if ctx._saved:
+            ctx._versions = _version_records(ctx, args, raw, out, result)
+    else:
+        result.requires_grad = False
+        result.grad_fn = None
+    return result
 
 
 def _undo_legacy_promotion(out, raw):
@@ -231,6 +248,9 @@ class AccumulateGrad:
     __slots__ = ("tensor_ref", "next", "_pre_hooks", "__weakref__")
     name = "accumulate_grad"
 
+    def __repr__(self):
+        return "<AccumulateGrad>"
+
     def __init__(self, tensor):
         self.tensor_ref = weakref.ref(tensor)
         self.next = ()
@@ -247,31 +267,10 @@ class AccumulateGrad:
             if shared or isinstance(grad.base, type(grad)) or not grad.flags.c_contiguous \
                     or not getattr(grad.flags, "writeable", True):
                 grad = grad.copy()
-            be = get_backend(t.device)
-            if be.allocator is not None:
-                grad = be.adopt(grad)
-            t.grad = Tensor._make(grad, t.device)
+            t.grad = Tensor._make(get_backend(t.device).adopt(grad), t.device)  # into the pool, if on
         else:
             t.grad.data += grad
         hooks = getattr(t, "_post_acc_hooks", None)
         if hooks:
             for hook in hooks:
                 hook(t)
-
-
-class saved_tensors_hooks:
-    """Context manager: ``pack`` every array saved for backward, ``unpack`` it when backward reads it.
-
-    The lever for activation offloading/compression lessons; checkpointing uses recomputation instead.
-    """
-
-    def __init__(self, pack_hook, unpack_hook):
-        self.hooks = (pack_hook, unpack_hook)
-
-    def __enter__(self):
-        _saved_hooks.append(self.hooks)
-        return self
-
-    def __exit__(self, *exc):
-        _saved_hooks.pop()
-        return False

@@ -22,20 +22,15 @@ Usage::
     print(mem.memory_summary())
     mem.plot_timeline(path="timeline.png")
 
-Hook for the core (it never imports this package): when a pool is enabled on a device, that device's
-backend has ``backend.allocator`` set to a storage adapter with a plain attribute ``current_op``.
-Function.apply labels the allocations of an op by setting it around ``forward``::
+How the core is reached (it never imports this package): two hooks.
 
-    alloc = be.allocator                    # None when no pool is installed
-    if alloc is not None:
-        prev, alloc.current_op = alloc.current_op, cls.name
-        try:
-            out = cls.forward(ctx, *raw)
-        finally:
-            alloc.current_op = prev
-
-(the engine likewise with ``f"{ctx.name}.backward"`` around ``backward``). Every block allocated while
-``current_op`` is set records it as its cause; ``with mem.label('forward'):`` labels the rest.
+- Storage: when a pool is enabled on a device, that device's backend has ``backend.allocator`` set to a
+  storage adapter; ``ArrayBackend.empty``/``adopt`` (the only places storage is made) defer to it.
+- Labels: ``op_labels.py`` registers a forward wrapper and a backward wrapper on the core's extension
+  points (``minigrad/autograd/extensions.py``). Around each op they set the adapter's ``current_op`` to
+  the op's name (``"<op>.backward"`` in backward) and adopt the op's result and saved arrays into the
+  pool. Every block allocated while ``current_op`` is set records it as its cause;
+  ``with mem.label('forward'):`` labels the rest.
 
 Devices: ``device=None`` means cpu. One CachingAllocator per device, created on first use and kept for
 the session, so statistics survive ``disable()``; arrays that still view pool blocks keep returning them.
@@ -47,7 +42,7 @@ import numpy as np
 
 from ..backend import device as _device, get_backend
 from ..errors import DeviceError, OutOfMemoryError
-from . import cupy_pool, history as _history
+from . import cupy_pool, history as _history, op_labels
 from .allocator import (KiB, MiB, Block, CachingAllocator, Segment, round_size, segment_size)
 from .history import label
 from .sources import CPUSource, SimulatedSource
@@ -101,6 +96,7 @@ def enable(device="cpu", allocator=None):
         storage = cupy_pool.CupyStorage(alloc, be.xp)
     _STORAGE[str(dev)] = storage
     be.allocator = storage
+    op_labels.install()
     if isinstance(storage, cupy_pool.CupyStorage):
         cupy_pool.install(_resolve_cuda)    # CuPy's allocator is global: it serves every device
     return alloc
@@ -121,6 +117,8 @@ def disable(device="cpu", empty_cache=True):
             cupy_pool.refresh()
         else:
             cupy_pool.uninstall()
+    if not _STORAGE:
+        op_labels.uninstall()
     if empty_cache:
         storage.allocator.empty_cache()
 

@@ -32,6 +32,7 @@ addresses only) and the caller turns blocks into arrays.
 from bisect import bisect_left, insort
 
 from ..errors import OutOfMemoryError
+from .stats import format_bytes, summary
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -413,7 +414,6 @@ class CachingAllocator:
         self.num_device_alloc = self.num_device_free = 0
 
     def _oom_message(self, nbytes, size):
-        from .stats import format_bytes, summary   # late import: stats formats this allocator
         limit = "none" if self.memory_limit is None else format_bytes(self.memory_limit)
         return (f"{self.device_name}: out of memory allocating {format_bytes(nbytes)} "
                 f"(block of {format_bytes(size)}, new segment of {format_bytes(segment_size(size))}); "

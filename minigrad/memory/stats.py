@@ -1,5 +1,8 @@
 """Statistics of a CachingAllocator: PyTorch-style flat dicts and a readable summary table.
 
+It reads any object with the allocator's interface (``stats``, ``inactive_split``, ``fragmentation``...)
+and imports nothing from ``allocator.py``, which uses ``summary`` in its out-of-memory message.
+
 Vocabulary (as in PyTorch):
 
 - *allocated*: bytes in blocks handed out, counted at their rounded size;
@@ -8,8 +11,6 @@ Vocabulary (as in PyTorch):
 - *reserved*: bytes in segments obtained from the device, cached or not;
 - *inactive split*: free blocks inside partly used segments: cached, yet not releasable by empty_cache.
 """
-from .allocator import POOLS
-
 _AMOUNTS = ("current", "peak", "allocated", "freed")
 
 
@@ -25,7 +26,7 @@ def memory_stats(allocator):
                 active = "active_bytes" if name == "allocated_bytes" else "active"
                 for amount, value in zip(_AMOUNTS, values):
                     out[f"{active}.{scope}.{amount}"] = value
-    for scope in ("all",) + POOLS:
+    for scope in allocator.stats:            # "all", then each pool
         count, nbytes = allocator.inactive_split(scope)
         out[f"inactive_split.{scope}.current"] = count
         out[f"inactive_split_bytes.{scope}.current"] = nbytes

@@ -5,7 +5,8 @@
 """
 from . import functional
 from . import init, utils
-from .module import Module, RemovableHandle, StateDictError
+from ..errors import StateDictError
+from .module import Module, RemovableHandle
 from .modules import *  # noqa: F401,F403
 from .modules import __all__ as _modules_all
 from .parameter import Parameter

@@ -9,6 +9,7 @@ import collections
 import numpy as np
 
 from ..autograd import grad_mode
+from ..autograd.function import Edge
 from ..backend import dtypes
 from ..backend.device import device as _device, get_backend
 from ..errors import (ArgumentError, AutogradError, DeviceError, DTypeError, OpIndexError, ShapeError)
@@ -260,7 +261,7 @@ def to_device(a, dev):
         node.xp, node.device, node._saved = be.xp, dev, ()
         node.needs_input_grad = (True, False, False)
         node.devices = (a.device, dev)
-        node.next = ((a.grad_fn or a._accumulator(), a.data.shape, a.data.dtype), None, None)
+        node.next = (Edge((a.grad_fn or a._accumulator(), a.data.shape, a.data.dtype)), None, None)
         out.requires_grad = True
         out.grad_fn = node
     return out

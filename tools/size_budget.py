@@ -1,0 +1,63 @@
+"""The line budget `make test` keeps (as tinygrad's sz.py does): size is a design signal.
+
+A file past a few hundred lines usually holds two ideas, and a core that keeps growing stops fitting in
+a student's head. Fails (exit 1) when a Python file under minigrad/ or autograder/ is longer than
+FILE_LIMIT lines, or when the core (tensor, autograd, ops, backend and the small modules beside them)
+is longer than CORE_LIMIT lines in all; prints the largest files and the core's total either way.
+
+    python -m tools.size_budget            (from the repository root)
+
+The limits, and why (docs/ARCHITECTURE.md repeats them):
+- FILE_LIMIT = 500: the largest file after the core-layout clean-up has about 450 lines.
+- CORE_LIMIT = 6500: the core had about 5,700 lines after the clean-up; the headroom is for the next
+  features' extension points, not for features (those live outside the core).
+"""
+import pathlib
+import sys
+
+FILE_LIMIT = 500
+CORE_LIMIT = 6500
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+TREES = ("minigrad", "autograder")
+CORE = ("minigrad/tensor.py", "minigrad/_methods.py", "minigrad/errors.py", "minigrad/creation.py",
+        "minigrad/random.py", "minigrad/autograd", "minigrad/ops", "minigrad/backend")
+
+
+def line_counts(root=ROOT):
+    """{path relative to root: number of lines} of every Python file in the budgeted trees."""
+    counts = {}
+    for tree in TREES:
+        for path in sorted((root / tree).rglob("*.py")):
+            counts[path.relative_to(root).as_posix()] = len(path.read_text().splitlines())
+    return counts
+
+
+def core_total(counts):
+    return sum(n for path, n in counts.items() if any(path == c or path.startswith(c + "/") for c in CORE))
+
+
+def check(counts, file_limit=FILE_LIMIT, core_limit=CORE_LIMIT):
+    """The list of problems (empty when within budget)."""
+    problems = [f"{path}: {n} lines (limit {file_limit}): split it into modules that each hold one idea"
+                for path, n in counts.items() if n > file_limit]
+    total = core_total(counts)
+    if total > core_limit:
+        problems.append(f"the core has {total} lines (limit {core_limit}): move features out of it, to an "
+                        f"extension point (minigrad/autograd/extensions.py)")
+    return problems
+
+
+def main():
+    counts = line_counts()
+    print(f"size budget: {len(counts)} files; largest:")
+    for path, n in sorted(counts.items(), key=lambda kv: -kv[1])[:5]:
+        print(f"  {n:5d}  {path}")
+    print(f"  core total {core_total(counts)} lines (limit {CORE_LIMIT}); per file limit {FILE_LIMIT}")
+    problems = check(counts)
+    for p in problems:
+        print("OVER BUDGET:", p)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
