@@ -107,7 +107,11 @@ def build_bundle(a: Assignment, out_dir: Path) -> Path:
             if p.exists():
                 zf.write(p, f"autograder/{p.name}")
         _add_text(zf, "autograder/assignments/__init__.py", "")
-        zf.write(a.spec_file, f"autograder/assignments/{Path(a.spec_file).name}")
+        spec = Path(a.spec_file)
+        if spec.is_dir():
+            _add_tree(zf, spec, f"autograder/assignments/{spec.name}")
+        else:
+            zf.write(spec, f"autograder/assignments/{spec.name}")
         if Path(a.hidden_file).exists():
             zf.write(a.hidden_file, f"autograder/hidden/{Path(a.hidden_file).name}")
         if sol is not None:

@@ -213,7 +213,11 @@ def runtime_template(spec_file: str) -> Path:
     (ag / "assignments" / "__init__.py").write_text("")
     for name in CHILD_FILES:
         shutil.copy2(PACKAGE_DIR / name, ag / name)
-    shutil.copy2(spec_file, ag / "assignments" / Path(spec_file).name)
+    spec = Path(spec_file)
+    if spec.is_dir():                                   # a spec package: its modules, not its caches
+        shutil.copytree(spec, ag / "assignments" / spec.name, ignore=shutil.ignore_patterns("__pycache__"))
+    else:
+        shutil.copy2(spec, ag / "assignments" / spec.name)
     mg = minigrad_dir()
     if mg is not None:
         shutil.copytree(mg, t / "minigrad", ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "tests"))
