@@ -38,3 +38,8 @@ from .observe import _train, observe_minigrad, observe_ops, observe_sizes
 from .trace_device import ALIGN, EMPTY, FREE, MALLOC, KiB, MiB, TraceSource, _drive
 from .verdicts import BUDGET, verdict_best_fit
 from .workloads import _training_ops, inputs_minigrad, inputs_ops, inputs_sizes
+
+__all__ = ["ALIGN", "ASSIGNMENT", "BUDGET", "CARD", "CARD_MLP", "EMPTY", "FREE", "KiB", "MALLOC", "MiB",
+           "TRAIN_CNN", "TRAIN_MLP", "TraceSource", "_Log", "_drive", "_trace", "_train", "_training_ops",
+           "inputs_minigrad", "inputs_ops", "inputs_sizes", "observe_minigrad", "observe_ops", "observe_sizes",
+           "verdict_best_fit"]
