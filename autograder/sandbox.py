@@ -72,10 +72,12 @@ class ChildRun:
     observation_errors: dict[int, str]
     done: bool
     stderr_tail: str
+    limit_s: float = 0.0                        # the wall-clock limit it ran under
 
     def describe_exit(self) -> str:
         if self.timed_out:
-            return "it ran past its time limit and was stopped"
+            return (f"it ran past the part's time limit of {self.limit_s:g} s and was stopped (the whole part "
+                    f"runs in one process, so the cases after it could not run)")
         rc = self.returncode
         if rc is None:
             return "it did not finish"
@@ -239,7 +241,7 @@ def run_child(*, spec_file: str, spec_module: str, cells: list[dict], jobs: list
             tail = ""
         if keep:
             shutil.copytree(box, Path(keep), dirs_exist_ok=True)
-        return ChildRun(returncode=proc.returncode, timed_out=timed_out, wall_s=wall,
+        return ChildRun(returncode=proc.returncode, timed_out=timed_out, wall_s=wall, limit_s=limits.timeout_s,
                         sandbox=_read_json(f("sandbox.json")),
                         cells=cells_report if isinstance(cells_report, list) else None,
                         cell_started=cell_started, cell_done=cell_done, started=started, status=status,

@@ -134,9 +134,9 @@ class Assignment:
     memory_mb: int = 2048          # address-space limit of the child
     run_student_dependencies: bool = True   # also run the student's cells of earlier parts (guarded),
     #                                         so their helpers exist; the reference then overrides them
-    forbidden: list[str] = field(default_factory=list)   # regexes: a graded cell matching one scores 0
-    #   for its part (e.g. r"minigrad\.ops" when students rewrite minigrad's ops). A static deterrent for
-    #   copying the library the sandbox must import anyway; obfuscation gets past it (see README).
+    forbidden: list[str] = field(default_factory=list)   # dotted names a graded cell may not use: its
+    #   part scores 0 (e.g. "minigrad.ops" when students rewrite minigrad's ops). Checked on the cell's syntax
+    #   tree (autograder/forbidden.py): imports and attribute uses, not comments or the student's own names.
     # filled by the loader
     module_name: str = ""
     spec_file: str = ""            # the spec module, or the folder of a spec package

@@ -1,5 +1,8 @@
 """Parts 1 and 2: the student's ops under minigrad's engine (child), judged against NumPy references
 and float64 central differences (parent)."""
+import inspect
+import re
+
 import numpy as np
 
 from autograder import verdicts as V
@@ -104,18 +107,44 @@ def _run_op(ns, case, names, call):
     """Child: apply the student's op to float64 leaves, then minigrad's engine with the upstream grad."""
     import minigrad as mg
     tensors = [mg.Tensor(case[n].copy(), requires_grad=True) for n in names]
-    y = call(tensors)
-    if not isinstance(y, mg.Tensor):
-        raise TypeError(f"{case.params.get('op', 'the op')} returned a {type(y).__name__}, not a Tensor "
-                        f"(call the op through .apply(...))")
-    obs = {"y": y.data}
-    up = case["up"]
-    if tuple(y.shape) == up.shape and y.requires_grad:   # else the forward check explains the problem
-        y.backward(mg.Tensor(up.astype(y.data.dtype)))
-        for n, t in zip(names, tensors):
-            if t.grad is not None:
-                obs["d" + n] = t.grad.data
+    try:
+        y = call(tensors)
+        if not isinstance(y, mg.Tensor):
+            raise TypeError(f"{case.params.get('op', 'the op')} returned a {type(y).__name__}, not a Tensor "
+                            f"(call the op through .apply(...))")
+        obs = {"y": y.data}
+        up = case["up"]
+        if tuple(y.shape) == up.shape and y.requires_grad:   # else the forward check explains the problem
+            y.backward(mg.Tensor(up.astype(y.data.dtype)))
+            for n, t in zip(names, tensors):
+                if t.grad is not None:
+                    obs["d" + n] = t.grad.data
+    except Exception as e:
+        _say_as_written(e, ns)
+        raise
     return obs
+
+
+def _say_as_written(err, ns):
+    """minigrad's engine names an op by its ``Function.name`` ("re_lu") and an input by its position
+    ("input 1"); say both as the student wrote them: the class name and forward's parameter name."""
+    from minigrad.autograd import Function
+    msg = str(err)
+    m = re.match(r"(\w+): ", msg)
+    ops = {c.name: c for c in ns._mapping.values()
+           if isinstance(c, type) and issubclass(c, Function) and c is not Function}
+    cls = ops.get(m.group(1)) if m else None
+    if cls is None or len(err.args) != 1:
+        return
+    try:
+        params = list(inspect.signature(cls.forward).parameters)[1:]      # after ctx
+    except (TypeError, ValueError):
+        params = []
+
+    def name(k):
+        i = int(k.group(1))
+        return f"`{params[i]}`" if i < len(params) else k.group(0)
+    err.args = (cls.__name__ + re.sub(r"\binput (\d+)\b", name, msg[len(m.group(1)):]),)
 
 
 def observe_op(ns, case):

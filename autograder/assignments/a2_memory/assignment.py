@@ -36,9 +36,7 @@ ASSIGNMENT = Assignment(
     preamble="import numpy as np\nimport minigrad as mg\n",
     timeout=30,
     memory_mb=2048,
-    forbidden=[r"CachingAllocator", r"\bminigrad\s*\.\s*memory\b", r"\bmg\s*\.\s*memory\b",
-               r"from\s+minigrad\s+import[^\n]*\bmemory\b", r"_ALLOCATORS", r"get_allocator",
-               r"\bimportlib\b", r"__import__", r"\bsys\s*\.\s*modules\b"],
+    forbidden=["minigrad.memory", "*._ALLOCATORS", "*.get_allocator"],   # minigrad's pool and its registry
     parts=[
         Part("part1", "Sizes, pools and a bump allocator", cells=["a2-base", "a2-sizes", "a2-bump"],
              names=["round_size", "pool_of", "segment_size", "BumpAllocator"],
