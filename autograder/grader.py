@@ -97,8 +97,10 @@ def reference_cells(a: Assignment) -> dict[str, list[tuple[str, str]]] | None:
         if missing:
             raise ValueError(f"{a.name}: the solution notebook {path} lacks graded cells {missing}")
     elif a.solution:
-        print(f"autograder: warning: {a.name}: solution notebook {a.solution} not found; earlier parts "
-              f"are not replaced by the reference (failures may cascade)", file=sys.stderr)
+        print(f"autograder: note: {a.name}: no reference solution here ({a.solution}; a student copy has "
+              f"none), so each part runs after your own earlier parts and a mistake there may cost later "
+              f"tests too. The course's grader runs every part on the reference of the parts before it.",
+              file=sys.stderr)
     _reference_cache[a.spec_file] = ref
     return ref
 
