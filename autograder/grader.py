@@ -12,6 +12,7 @@ it. A dependency cell that crashes or hangs is left out of the later children.
 """
 from __future__ import annotations
 
+import importlib.util
 import re
 import sys
 import time
@@ -60,10 +61,12 @@ class VerdictContext:
 
     def timeline(self, stem: str, series: dict, *, budget: float | None = None, title: str = "") -> str | None:
         """Save a memory timeline plot next to the report; returns its path (None if plots are off)."""
+        fn = self.plot_timeline
+        if fn is None and importlib.util.find_spec("matplotlib") is None:
+            return None            # e.g. on Gradescope, whose bundle installs only what grading needs
         path = self.artifact_path(stem)
         if path is None:
             return None
-        fn = self.plot_timeline
         if fn is None:
             try:
                 from minigrad.memory import plot_timeline as fn   # the memory helper's plot, when present
