@@ -319,7 +319,7 @@ def verdict_card(case, obs, ctx):
     cap = case.params["capacity"]
     plot = ctx.timeline(case.describe(), {"live requested bytes": log.live_requested,
                                           "reserved (reference)": ref.reserved, "reserved (yours)": log.reserved},
-                        budget=cap, title=f"{case.describe()} on a {V.mib(cap)} card")
+                        budget=cap, title=f"{case.describe()}: reserved bytes per operation")
     return Verdict(True, f"fits: peak reserved {V.mib(log.peak)} of the {V.mib(cap)} card (the reference "
                          f"needs {V.mib(ref.peak)})", [plot] if plot else [])
 
