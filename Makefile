@@ -6,12 +6,17 @@ STAMP  := $(VENV)/.installed-dev
 BENCH_VENV := .venv-bench
 BENCH_PY   := $(BENCH_VENV)/bin/python
 
-.PHONY: venv test test-fast test-numpy1 demo bench gpu-check assignments grade gradescope lab clean
+# setuptools prints an "Editable installation" banner for every editable install of a flat layout;
+# it is information only, so it is filtered out (by its message) of the build backend's warnings.
+PIP_QUIET := PYTHONWARNINGS="ignore:Editable installation"
+
+.PHONY: venv test test-fast test-numpy1 check-handouts demo bench gpu-check assignments start grade release \
+	gradescope lab clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PIP_QUIET) $(PY) -m pip install -q -e '.[dev]'
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -19,9 +24,13 @@ venv: $(STAMP)
 # The whole suite, notebooks included. The 'cuda' cases run on the NumPy-backed CUDA emulator here,
 # so device dispatch, transfers and mixing errors are exercised without a GPU (make gpu-check runs them
 # on a real GPU).
-test: $(STAMP)
+# TESTS narrows the run (make test TESTS=tests/ops); the handout check compares without writing anything.
+TESTS ?=
+test: $(STAMP) check-handouts
+	MINIGRAD_EMULATE_CUDA=1 $(PY) -m pytest -q -n 2 -p no:cacheprovider $(TESTS)
+
+check-handouts: $(STAMP)
 	$(PY) -m autograder generate --check
-	MINIGRAD_EMULATE_CUDA=1 $(PY) -m pytest -q -n 2 -p no:cacheprovider
 
 test-fast: $(STAMP)
 	MINIGRAD_EMULATE_CUDA=1 $(PY) -m pytest -q -n 2 -p no:cacheprovider -m "not notebook and not slow"
@@ -31,7 +40,7 @@ NP1_VENV := .venv-numpy1
 $(NP1_VENV)/.installed: pyproject.toml
 	test -x $(NP1_VENV)/bin/python || $(PYTHON) -m venv $(NP1_VENV)
 	$(NP1_VENV)/bin/python -m pip install -q --upgrade pip
-	$(NP1_VENV)/bin/python -m pip install -q -e '.[dev]' 'numpy==1.26.4'
+	$(PIP_QUIET) $(NP1_VENV)/bin/python -m pip install -q -e '.[dev]' 'numpy==1.26.4'
 	touch $@
 
 test-numpy1: $(NP1_VENV)/.installed
@@ -49,7 +58,7 @@ $(BENCH_VENV)/.installed: pyproject.toml
 	test -x $(BENCH_PY) || $(PYTHON) -m venv $(BENCH_VENV)
 	$(BENCH_PY) -m pip install -q --upgrade pip
 	$(BENCH_PY) -m pip install -q torch==2.13.0
-	$(BENCH_PY) -m pip install -q -e '.[data]'
+	$(PIP_QUIET) $(BENCH_PY) -m pip install -q -e '.[data]'
 	touch $@
 
 bench: $(BENCH_VENV)/.installed
@@ -60,21 +69,32 @@ bench: $(BENCH_VENV)/.installed
 gpu-check:
 	bash benchmarks/gpu_check.sh
 
-# The course: student notebooks are generated from solutions/ (the single source of truth).
-assignments: $(STAMP)
-	$(PY) -m autograder generate
-
-# Grade your own copy of an assignment: make grade A=a1
+# The course. Students: `make start A=a1` copies the handout to work/ (yours: nothing ever writes there),
+# `make grade A=a1` grades work/a1_*.ipynb (NB=path grades another notebook), `make lab` opens JupyterLab.
 A ?= a1
+NB ?=
+start: $(STAMP)
+	$(PY) -m autograder start $(A)
+
 grade: $(STAMP)
-	$(PY) -m autograder grade $(firstword $(wildcard assignments/$(A)_*.ipynb)) --assignment $(A)
+	$(PY) -m autograder grade $(NB) --assignment $(A)
+
+# Instructors: handouts in assignments/ are generated from solutions/ (the single source of truth); the
+# generator refuses to overwrite a handout edited by hand (FORCE=1 overwrites it).
+assignments: $(STAMP)
+	$(PY) -m autograder generate $(if $(FORCE),--force)
+
+# The repository students clone: no solutions/, no hidden cases, no instructor tests (see autograder/README.md).
+RELEASE ?= dist/student-release
+release: $(STAMP)
+	$(PY) -m autograder release --out $(RELEASE) $(if $(FORCE),--force)
 
 gradescope: $(STAMP)
 	$(PY) -m autograder gradescope-bundle $(A) --out dist
 
 lab: $(STAMP)
-	$(PY) -m pip install -q -e '.[course]'
+	$(PIP_QUIET) $(PY) -m pip install -q -e '.[course]'
 	$(VENV)/bin/jupyter lab
 
 clean:
-	rm -rf $(VENV) $(BENCH_VENV) $(NP1_VENV) results .pytest_cache .hypothesis
+	rm -rf $(VENV) $(BENCH_VENV) $(NP1_VENV) results .pytest_cache .hypothesis   # never work/: your answers

@@ -2,10 +2,11 @@
 
 ``python -m autograder gradescope-bundle a1`` writes ``dist/a1_autograd_gradescope.zip`` holding
 
-    setup.sh          installs Python, numpy and minigrad (Gradescope runs it once, building the image)
+    setup.sh          makes /autograder/venv with requirements.txt (pinned numpy, nbformat, tqdm); Gradescope
+                      runs it once, building the image
     run_autograder    Gradescope runs it per submission: grades /autograder/submission with the hidden
-                      cases and writes /autograder/results/results.json
-    pyproject.toml, README.md, minigrad/     the package (installed by setup.sh)
+                      cases and writes /autograder/results/results.json, with that environment's Python
+    minigrad/         the library (imported from the source folder; no demos, no corpora)
     autograder/       the grader, this assignment's spec, and its hidden cases
     solutions/...     the solution notebook (the reference substituted for earlier parts)
 
@@ -25,20 +26,30 @@ import traceback
 import zipfile
 from pathlib import Path
 
-from .spec import PACKAGE_DIR, ROOT, Assignment
+from .spec import PACKAGE_DIR, Assignment
 
 SETUP_SH = """\
 #!/usr/bin/env bash
-# Gradescope runs this once when it builds the autograder image.
+# Gradescope runs this once when it builds the autograder image (as root). Newer Gradescope images refuse
+# system-wide pip installs (PEP 668), so everything goes into a virtual environment, $ROOT/venv, with the
+# versions the bundle was built and tested with (requirements.txt: numpy needs Python >= 3.11, so pick
+# Gradescope's Ubuntu 24.04 base image). AUTOGRADER_ROOT replaces /autograder and AUTOGRADER_SETUP_PYTHON
+# the interpreter the environment is made from (the tests use both); pip's own PIP_* variables apply.
 set -euo pipefail
 cd "$(dirname "$0")"
-if ! command -v python3 >/dev/null || ! python3 -m pip --version >/dev/null 2>&1; then
-    apt-get update -y && apt-get install -y python3 python3-pip python3-venv
+ROOT="${AUTOGRADER_ROOT:-/autograder}"
+PYTHON="${AUTOGRADER_SETUP_PYTHON:-python3}"
+if ! "$PYTHON" -c "import ensurepip, venv" >/dev/null 2>&1; then
+    apt-get update -y && apt-get install -y python3 python3-venv
 fi
-python3 -m pip install --upgrade pip
-python3 -m pip install "numpy>=1.26,<3" "tqdm>=4.60" "nbformat>=5.9" "matplotlib>=3.7"
-python3 -m pip install .          # minigrad (pyproject.toml in this folder)
+"$PYTHON" -m venv "$ROOT/venv"
+"$ROOT/venv/bin/python" -m pip install --no-cache-dir -r requirements.txt
+"$ROOT/venv/bin/python" -c "import numpy, nbformat, tqdm; print('autograder environment ready:', numpy.__version__)"
 """
+
+#: What grading needs besides the standard library; pinned to the versions installed where the bundle is
+#: built (so Gradescope grades with what the instructor tested).
+REQUIREMENTS = ("numpy", "nbformat", "tqdm")
 
 RUN_AUTOGRADER = """\
 #!/usr/bin/env bash
@@ -47,7 +58,7 @@ RUN_AUTOGRADER = """\
 # results.json with an explanation if grading fails.
 set -uo pipefail
 ROOT="${{AUTOGRADER_ROOT:-/autograder}}"
-PYTHON="${{AUTOGRADER_PYTHON:-python3}}"
+PYTHON="${{AUTOGRADER_PYTHON:-$ROOT/venv/bin/python}}"
 SOURCE="$ROOT/source"
 SUBMISSION="$ROOT/submission"
 RESULTS="$ROOT/results/results.json"
@@ -66,11 +77,21 @@ exit 0
 CHILD_AND_PARENT = ["__init__.py", "__main__.py", "README.md"]
 
 
-def _add_tree(zf: zipfile.ZipFile, src: Path, arc: str) -> None:
+def _add_tree(zf: zipfile.ZipFile, src: Path, arc: str, skip: tuple[str, ...] = ()) -> None:
     for p in sorted(src.rglob("*")):
-        if "__pycache__" in p.parts or p.suffix == ".pyc" or not p.is_file():
+        rel = p.relative_to(src).as_posix()
+        if "__pycache__" in p.parts or p.suffix == ".pyc" or not p.is_file() or rel.startswith(skip):
             continue
-        zf.write(p, f"{arc}/{p.relative_to(src).as_posix()}")
+        zf.write(p, f"{arc}/{rel}")
+
+
+def requirements() -> str:
+    from importlib.metadata import version
+    return "".join(f"{name}=={version(name)}\n" for name in REQUIREMENTS)
+
+
+#: minigrad's parts that grading never imports: the demos and the data they train on
+MINIGRAD_SKIP = ("examples/", "datasets/data/")
 
 
 def _add_text(zf: zipfile.ZipFile, arc: str, text: str, executable: bool = False) -> None:
@@ -91,23 +112,20 @@ def build_bundle(a: Assignment, out_dir: Path) -> Path:
         _add_text(zf, "setup.sh", SETUP_SH, executable=True)
         _add_text(zf, "run_autograder", RUN_AUTOGRADER.format(assignment=a.name, root="/autograder"),
                   executable=True)
-        pyproject = ROOT / "pyproject.toml"
-        if pyproject.exists():
-            zf.write(pyproject, "pyproject.toml")
-        readme = ROOT / "README.md"
-        if readme.exists():
-            zf.write(readme, "README.md")
-        else:
-            _add_text(zf, "README.md", "minigrad (packaged for the course autograder)\n")
+        _add_text(zf, "requirements.txt", requirements())
         mg = minigrad_dir()
         if mg is None:
             raise FileNotFoundError("minigrad is not importable; cannot bundle it")
-        _add_tree(zf, mg, "minigrad")
+        _add_tree(zf, mg, "minigrad", skip=MINIGRAD_SKIP)
         for p in sorted(PACKAGE_DIR.glob("*.py")) + [PACKAGE_DIR / "README.md"]:
             if p.exists():
                 zf.write(p, f"autograder/{p.name}")
         _add_text(zf, "autograder/assignments/__init__.py", "")
-        zf.write(a.spec_file, f"autograder/assignments/{Path(a.spec_file).name}")
+        spec = Path(a.spec_file)
+        if spec.is_dir():
+            _add_tree(zf, spec, f"autograder/assignments/{spec.name}")
+        else:
+            zf.write(spec, f"autograder/assignments/{spec.name}")
         if Path(a.hidden_file).exists():
             zf.write(a.hidden_file, f"autograder/hidden/{Path(a.hidden_file).name}")
         if sol is not None:

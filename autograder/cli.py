@@ -1,4 +1,5 @@
-"""``python -m autograder``: grade, gradescope-bundle, gradescope-run, generate, list, sandbox-info."""
+"""``python -m autograder``: start, grade, generate, release, gradescope-bundle, gradescope-run, list,
+sandbox-info."""
 from __future__ import annotations
 
 import argparse
@@ -33,6 +34,21 @@ def _artifacts_dir(args) -> Path:
 def cmd_grade(args) -> int:
     from .grader import GradeOptions, grade_notebook
     from .notebook import infer_assignment
+    if args.path is None:               # the student's own copy in work/ (make grade A=a1)
+        from .workcopy import WorkCopyError, find_work
+        if not args.assignment:
+            print("autograder: grade what? pass a notebook, or --assignment aN for your copy in work/",
+                  file=sys.stderr)
+            return 2
+        try:
+            own, others = find_work(load_assignment(args.assignment))
+        except (LookupError, WorkCopyError) as e:
+            print(f"autograder: {e}", file=sys.stderr)
+            return 2
+        if others:
+            print(f"grading {own} (left alone: {', '.join(map(str, others))}; NB=path grades another)",
+                  file=sys.stderr)
+        args.path = str(own)
     path = Path(args.path)
     if not path.exists():
         print(f"autograder: {path}: no such file or folder", file=sys.stderr)
@@ -110,7 +126,30 @@ def cmd_gradescope_run(args) -> int:
 
 def cmd_generate(args) -> int:
     from .generate import main as gen_main
-    return gen_main(src=Path(args.src), dst=Path(args.dst), check=args.check)
+    return gen_main(src=Path(args.src), dst=Path(args.dst), check=args.check, force=args.force)
+
+
+def cmd_start(args) -> int:
+    from .workcopy import WorkCopyError, start
+    try:
+        dst = start(load_assignment(args.assignment))
+    except (LookupError, WorkCopyError) as e:
+        print(f"autograder: {e}", file=sys.stderr)
+        return 2
+    print(f"your copy: {dst} (work in it; no generator ever writes to work/). Self-check from its cells, "
+          f"grade it with `make grade A={args.assignment}`.")
+    return 0
+
+
+def cmd_release(args) -> int:
+    from .release import ReleaseError, build_release
+    try:
+        out = build_release(Path(args.out), force=args.force)
+    except ReleaseError as e:
+        print(f"autograder: {e}", file=sys.stderr)
+        return 2
+    print(f"student release written to {out}")
+    return 0
 
 
 def cmd_list(args) -> int:
@@ -132,7 +171,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     g = sub.add_parser("grade", help="grade a notebook, or a folder of submissions")
-    g.add_argument("path", help="a notebook, or a folder with one notebook (or one subfolder) per submission")
+    g.add_argument("path", nargs="?", help="a notebook, or a folder with one notebook (or one subfolder) per "
+                                           "submission (default: your copy work/aN_*.ipynb of --assignment)")
     g.add_argument("--assignment", "-a", help="a0, a1_autograd, ... (default: from the notebook metadata)")
     g.add_argument("--json", help="write Gradescope's results.json schema here")
     g.add_argument("--csv", help="write a gradebook CSV here")
@@ -159,10 +199,21 @@ def build_parser() -> argparse.ArgumentParser:
     r.set_defaults(func=cmd_gradescope_run)
 
     n = sub.add_parser("generate", help="make assignments/ from solutions/")
-    n.add_argument("--check", action="store_true", help="exit 1 if assignments/ is not what would be generated")
+    n.add_argument("--check", action="store_true", help="exit 1 if assignments/ is not what would be generated "
+                                                        "(writes nothing)")
+    n.add_argument("--force", action="store_true", help="overwrite handouts that were edited by hand")
     n.add_argument("--src", default="solutions")
     n.add_argument("--dst", default="assignments")
     n.set_defaults(func=cmd_generate)
+
+    st = sub.add_parser("start", help="copy an assignment's handout to work/ (your copy, never overwritten)")
+    st.add_argument("assignment")
+    st.set_defaults(func=cmd_start)
+
+    rl = sub.add_parser("release", help="write the repository students clone (no solutions, no hidden cases)")
+    rl.add_argument("--out", required=True, help="folder to write (must not exist, or be a previous release)")
+    rl.add_argument("--force", action="store_true", help="replace a previous release in --out")
+    rl.set_defaults(func=cmd_release)
 
     sub.add_parser("list", help="list the assignments").set_defaults(func=cmd_list)
     sub.add_parser("sandbox-info", help="what the sandbox can enforce on this machine").set_defaults(

@@ -9,11 +9,16 @@ For every ``solutions/aN_*.ipynb`` this writes ``assignments/aN_*.ipynb`` where
 * outputs and execution counts are cleared; metadata (the graded cells' ids) is kept;
 * the bytes are deterministic: nbformat's sorted-key JSON, cell ids derived from content when missing.
 
+Each handout records a digest of its cells (``metadata["grader"]["generated"]``). A handout whose cells
+no longer match it was edited by hand, maybe by a student who worked in ``assignments/``: it is never
+overwritten without ``--force`` (students work in ``work/``, see ``make start``).
+
 ``--check`` writes nothing and exits 1 if a committed assignment differs from what would be generated.
 """
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import sys
 from pathlib import Path
@@ -83,7 +88,27 @@ def student_notebook(nb, name: str = ""):
             cell["id"] = cell_grader_id(cell) or f"cell-{digest}"
         cells.append(cell)
     nb.cells = cells
+    nb.metadata.setdefault(GRADER_KEY, {})["generated"] = cells_digest(cells)
     return nb
+
+
+def cells_digest(cells) -> str:
+    """What a student edits: every cell's type and source (outputs and metadata are Jupyter's)."""
+    h = hashlib.sha256()
+    for c in cells:
+        h.update(json.dumps([c.get("cell_type"), c.get("source")]).encode())
+    return "sha256:" + h.hexdigest()[:16]
+
+
+def edited_by_hand(path: Path) -> bool:
+    """True if the notebook at `path` is not what the generator last wrote there (cells changed since)."""
+    try:
+        nb = nbformat.read(str(path), as_version=4)
+    except Exception:
+        return True
+    stamp = nb.metadata.get(GRADER_KEY, {}).get("generated")
+    cells = [{"cell_type": c.cell_type, "source": c.source} for c in nb.cells]
+    return stamp != cells_digest(cells)
 
 
 def render(nb) -> bytes:
@@ -102,30 +127,45 @@ def generate(src: Path, dst: Path) -> dict[Path, bytes]:
     return out
 
 
-def main(src: Path = Path("solutions"), dst: Path = Path("assignments"), check: bool = False) -> int:
+def main(src: Path = Path("solutions"), dst: Path = Path("assignments"), check: bool = False,
+         force: bool = False) -> int:
     if not src.is_dir():
-        print(f"generate: no folder {src}: nothing to generate", file=sys.stderr)
+        print(f"generate: no folder {src}: nothing to generate (a student release has no solutions)",
+              file=sys.stderr)
         return 0
     try:
         files = generate(src, dst)
     except GenerateError as e:
         print(f"generate: {e}", file=sys.stderr)
         return 1
+    stale = [p for p, data in files.items() if not p.exists() or p.read_bytes() != data]
+    edited = [p for p in stale if p.exists() and edited_by_hand(p)]
     if check:
-        stale = [p for p, data in files.items() if not p.exists() or p.read_bytes() != data]
         orphans = sorted(set(dst.glob("a*.ipynb")) - set(files)) if dst.is_dir() else []
         for p in stale:
-            print(f"generate --check: {p} is {'missing' if not p.exists() else 'out of date'}", file=sys.stderr)
+            why = "missing" if not p.exists() else "edited by hand" if p in edited else "out of date"
+            print(f"generate --check: {p} is {why}", file=sys.stderr)
         for p in orphans:
             print(f"generate --check: {p} has no solution notebook in {src}", file=sys.stderr)
         if stale or orphans:
             print("run `make assignments` (python -m autograder generate) and commit the result", file=sys.stderr)
+            if edited:
+                print(_EDITED_HINT, file=sys.stderr)
             return 1
         print(f"generate --check: {len(files)} assignment notebook(s) up to date")
         return 0
+    if edited and not force:
+        for p in edited:
+            print(f"generate: {p} was edited by hand since it was generated; not overwriting it", file=sys.stderr)
+        print(_EDITED_HINT + "\nTo replace the edited handouts anyway: python -m autograder generate --force",
+              file=sys.stderr)
+        return 1
     dst.mkdir(parents=True, exist_ok=True)
-    for p, data in files.items():
-        if not p.exists() or p.read_bytes() != data:
-            p.write_bytes(data)
-            print(f"wrote {p}")
+    for p in stale:
+        p.write_bytes(files[p])
+        print(f"wrote {p}")
     return 0
+
+
+_EDITED_HINT = ("If that is your work on an assignment, keep it: copy it to work/ (cp assignments/aN_x.ipynb "
+                "work/) and go on there; `make grade A=aN` grades work/.")

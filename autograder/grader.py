@@ -12,6 +12,7 @@ it. A dependency cell that crashes or hangs is left out of the later children.
 """
 from __future__ import annotations
 
+import importlib.util
 import re
 import sys
 import time
@@ -23,6 +24,7 @@ from typing import Callable
 import numpy as np
 
 from . import sandbox
+from .forbidden import COMPUTED, forbidden_uses
 from .notebook import NotebookError, load_submission
 from .results import SubmissionResult, TestResult, worst
 from .spec import Assignment, Case, Part, Test, Verdict
@@ -59,10 +61,12 @@ class VerdictContext:
 
     def timeline(self, stem: str, series: dict, *, budget: float | None = None, title: str = "") -> str | None:
         """Save a memory timeline plot next to the report; returns its path (None if plots are off)."""
+        fn = self.plot_timeline
+        if fn is None and importlib.util.find_spec("matplotlib") is None:
+            return None            # e.g. on Gradescope, whose bundle installs only what grading needs
         path = self.artifact_path(stem)
         if path is None:
             return None
-        fn = self.plot_timeline
         if fn is None:
             try:
                 from minigrad.memory import plot_timeline as fn   # the memory helper's plot, when present
@@ -74,6 +78,9 @@ class VerdictContext:
             from .verdicts import plot_timeline
             out = plot_timeline(path, series, budget=budget, title=title)
         return str(out or path)
+
+
+NOT_IMPLEMENTED = "not implemented yet"
 
 
 # ---- reference cells ----------------------------------------------------------------------------------
@@ -93,10 +100,25 @@ def reference_cells(a: Assignment) -> dict[str, list[tuple[str, str]]] | None:
         if missing:
             raise ValueError(f"{a.name}: the solution notebook {path} lacks graded cells {missing}")
     elif a.solution:
-        print(f"autograder: warning: {a.name}: solution notebook {a.solution} not found; earlier parts "
-              f"are not replaced by the reference (failures may cascade)", file=sys.stderr)
+        print(f"autograder: note: {a.name}: no reference solution here ({a.solution}; a student copy has "
+              f"none), so each part runs after your own earlier parts and a mistake there may cost later "
+              f"tests too. The course's grader runs every part on the reference of the parts before it.",
+              file=sys.stderr)
     _reference_cache[a.spec_file] = ref
     return ref
+
+
+def _forbidden_message(a: Assignment, part: Part, sub_cells: dict[str, str]) -> str:
+    """Why the part scores 0 when a graded cell uses what the assignment asks students to write; "" if none."""
+    for cid in part.cells:
+        uses = forbidden_uses(sub_cells.get(cid, ""), a.forbidden, a.preamble)
+        if uses:
+            u = uses[0]
+            if u.rule == COMPUTED:
+                return (f"cell '{cid}' line {u.line} uses `{u.written}` with a name computed at run time: the "
+                        f"grader cannot tell what it reaches, so the part scores 0. Name what you use directly.")
+            return f"cell '{cid}' line {u.line} uses `{u.written}`, which this assignment asks you to write yourself"
+    return ""
 
 
 # ---- one part -------------------------------------------------------------------------------------------
@@ -129,7 +151,7 @@ def _student_error_message(err: dict, where: str = "") -> str:
             if '"<cell ' in line:
                 cell = line.split('"<cell ', 1)[1].split('>"', 1)[0]
         loc = f" (NotImplementedError raised in cell '{cell}')" if cell else ""
-        return f"not implemented yet{loc}"
+        return f"{NOT_IMPLEMENTED}{loc}"
     if etype in ("SystemExit", "KeyboardInterrupt"):
         return (f"your code raised {etype}{where}: grading continues, but this test fails. Remove calls to "
                 f"sys.exit()/exit()/quit() and do not raise {etype}.")
@@ -185,16 +207,10 @@ def grade_part(a: Assignment, part: Part, sub_cells: dict[str, str], opts: Grade
     notes: list[str] = []
     status = "ok"
     missing = [c for c in part.cells if c not in sub_cells]
-    for pattern in a.forbidden:
-        for cid in part.cells:
-            m = re.search(pattern, sub_cells.get(cid, ""))
-            if m:
-                line = sub_cells[cid][:m.start()].count("\n") + 1
-                for j in jobs:
-                    j.outcome = "forbidden"
-                    j.message = (f"cell '{cid}' line {line} uses `{m.group(0)}`, which this assignment asks "
-                                 f"you to write yourself")
-                break
+    forbidden = _forbidden_message(a, part, sub_cells)
+    if forbidden:
+        for j in jobs:
+            j.outcome, j.message = "forbidden", forbidden
     cell_errors: list[tuple[str, str]] = []  # (cell id, message) of graded cells that raised
     limits = sandbox.Limits(timeout_s=opts.timeout or part.timeout or a.timeout,
                             memory_mb=opts.memory_mb or a.memory_mb)
@@ -294,7 +310,7 @@ def grade_part(a: Assignment, part: Part, sub_cells: dict[str, str], opts: Grade
                 if missing:
                     v = Verdict.fail(f"cell(s) {', '.join(repr(c) for c in missing)} are missing from the "
                                      f"notebook (deleted, or their metadata changed?); {j.message}")
-                elif cell_errors and j.outcome == "error" and not j.message.startswith("not implemented"):
+                elif cell_errors and j.outcome == "error" and not j.message.startswith(NOT_IMPLEMENTED):
                     v = Verdict.fail(f"{_relevant_cell_error(cell_errors, t.name)}\n"
                                      f"(and then, running the test: {j.message})")
             verdicts.append((j.case, v))
@@ -309,9 +325,15 @@ def grade_part(a: Assignment, part: Part, sub_cells: dict[str, str], opts: Grade
                 msg += f"\n({len(fails)} of {n} cases failed)"
         else:
             msg = f"passed ({n} case{'s' if n != 1 else ''})"
+        if forbidden:
+            msg = forbidden        # the same words for every test of the part: the report says them once
         arts = [p for _, v in verdicts for p in v.artifacts]
         results.append(TestResult(part.id, t.name, float(t.points), round(float(score), 4), msg,
                                   t.visibility, arts, n, passed))
+    if jobs and all(j.outcome == "error" and j.message.startswith(NOT_IMPLEMENTED) for j in jobs):
+        said = ", ".join(f"'{c}'" for c in part.cells if c in sub_cells)
+        for r in results:      # one message for the whole part, so the report says it once
+            r.message = f"{NOT_IMPLEMENTED}: this part is not started (its cells {said} still raise NotImplementedError)"
     return results, status, notes
 
 

@@ -108,13 +108,16 @@ def format_report(r: SubmissionResult, *, details: bool = True, width: int = 100
     failed = [t for t in r.tests if not t.passed]
     if details and failed:
         lines.append("  Feedback:")
-        for t in failed:
-            lines.append(f"  * {t.part}: {t.name}")
-            for para in t.message.splitlines() or [""]:
+        groups: dict[tuple[str, str], list[TestResult]] = {}
+        for t in failed:           # tests of a part that failed for one reason are explained once
+            groups.setdefault((t.part, t.message), []).append(t)
+        for (part, message), ts in groups.items():
+            lines.append(f"  * {part}: {', '.join(t.name for t in ts)}")
+            for para in message.splitlines() or [""]:
                 lines.append(textwrap.indent(para, "      ") if para.startswith(" ") else
                              textwrap.fill(para, width, initial_indent="      ", subsequent_indent="      ",
                                            break_on_hyphens=False, break_long_words=False))
-            for a in t.artifacts:
+            for a in (a for t in ts for a in t.artifacts):
                 lines.append(f"      see {a}")
     return "\n".join(lines)
 

@@ -20,9 +20,6 @@ cgroup, and orphans re-parented to us (the grading process is a child subreaper)
 """
 from __future__ import annotations
 
-import atexit
-import ctypes
-import importlib.util
 import json
 import math
 import os
@@ -32,21 +29,17 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import zipfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-from . import _landlock
-from .spec import PACKAGE_DIR
+from .containment import (Capabilities, _kill_cgroup, _live_children, _lock, _make_cgroup, _set_subreaper,
+                          _starttime, _sweep, _user_tasks, capabilities, process_limit_mode)
+from .runtime import CHILD_FILES, minigrad_dir, runtime_template, site_dirs
 
-CHILD_FILES = ["spec.py", "verdicts.py", "_child.py", "_landlock.py"]   # what spec modules may import
-SANDBOX_USER_ENV = "AUTOGRADER_SANDBOX_USER"
-NO_LANDLOCK_ENV = "AUTOGRADER_NO_LANDLOCK"     # for debugging only
-_CGROUP_V1 = Path("/sys/fs/cgroup/pids")
-_CGROUP_V2 = Path("/sys/fs/cgroup")
-_CGROUP_NAME = "minigrad-autograder"
+__all__ = ["CHILD_FILES", "Capabilities", "ChildRun", "Limits", "capabilities", "load_observation",
+           "minigrad_dir", "process_limit_mode", "run_child", "runtime_template", "site_dirs"]
 
 
 @dataclass
@@ -63,173 +56,6 @@ class Limits:
         return int(math.ceil(self.timeout_s)) + 1
 
 
-# ---- what this machine offers -------------------------------------------------------------------
-@dataclass
-class Capabilities:
-    landlock_abi: int
-    process_limit: str | None        # "cgroup-v1", "cgroup-v2", "rlimit" or None (not contained!)
-    sandbox_user: str | None         # set when root drops to another user
-    notes: list[str] = field(default_factory=list)
-
-    def describe(self) -> str:
-        ll = f"landlock ABI {self.landlock_abi}" if self.landlock_abi else "no landlock (filesystem not isolated)"
-        pl = self.process_limit or "NO process limit (fork bombs are only killed afterwards)"
-        user = f", runs as {self.sandbox_user}" if self.sandbox_user else ""
-        return f"{ll}; process limit: {pl}{user}"
-
-
-_caps: Capabilities | None = None
-
-
-def capabilities() -> Capabilities:
-    global _caps
-    if _caps is None:
-        abi = 0 if os.environ.get(NO_LANDLOCK_ENV) else _landlock.abi_version()
-        user = os.environ.get(SANDBOX_USER_ENV) if os.geteuid() == 0 else None
-        mode = process_limit_mode(user)
-        notes = []
-        if mode is None and os.geteuid() == 0 and _probe_user("nobody"):
-            user, mode = "nobody", "rlimit"          # e.g. Gradescope: root, cgroups read-only
-            notes.append("no writable pids cgroup: running submissions as nobody")
-        _caps = Capabilities(abi, mode, user, notes)
-    return _caps
-
-
-def _probe_user(name: str) -> bool:
-    """Can `name` run this interpreter and import numpy? (Not if Python lives under /root, say.)"""
-    try:
-        import pwd
-        pw = pwd.getpwnam(name)
-        code = f"import sys; sys.path[:0] = {site_dirs()!r}; import numpy"
-        r = subprocess.run([sys.executable, "-I", "-S", "-c", code], user=pw.pw_uid, group=pw.pw_gid,
-                           extra_groups=[], cwd="/", stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL, timeout=60)
-        return r.returncode == 0
-    except Exception:
-        return False
-
-
-def process_limit_mode(sandbox_user: str | None = None) -> str | None:
-    """How fork bombs are stopped.
-
-    RLIMIT_NPROC counts *all* processes (threads) of a user and is ignored for root. So: as an ordinary
-    user, the child's RLIMIT_NPROC is the user's current count plus a headroom (other programs of the
-    user keep their own limits); as root dropping to `sandbox_user`, the same for that user; as root
-    otherwise, a pids cgroup whose ``pids.max`` is the headroom. None when neither is possible.
-    """
-    if os.geteuid() != 0 or sandbox_user:
-        return "rlimit"
-    if _cgroup_base("v1") is not None:
-        return "cgroup-v1"
-    if _cgroup_base("v2") is not None:
-        return "cgroup-v2"
-    return None
-
-
-def _cgroup_base(kind: str) -> Path | None:
-    try:
-        if kind == "v1":
-            if not (_CGROUP_V1 / "cgroup.procs").exists():
-                return None
-            base = _CGROUP_V1 / _CGROUP_NAME
-            base.mkdir(exist_ok=True)
-            return base if os.access(base, os.W_OK) else None
-        ctl = _CGROUP_V2 / "cgroup.controllers"
-        if not ctl.exists() or "pids" not in ctl.read_text().split():
-            return None
-        sub = _CGROUP_V2 / "cgroup.subtree_control"
-        if "pids" not in sub.read_text().split():
-            sub.write_text("+pids")
-        return _CGROUP_V2 if os.access(_CGROUP_V2, os.W_OK) else None
-    except OSError:
-        return None
-
-
-def _make_cgroup(limit: int) -> Path | None:
-    caps = capabilities()
-    if caps.process_limit not in ("cgroup-v1", "cgroup-v2"):
-        return None
-    base = _cgroup_base(caps.process_limit[-2:])
-    cg = base / (f"ag-{os.getpid()}-{secrets.token_hex(6)}" if caps.process_limit == "cgroup-v2"
-                 else f"{os.getpid()}-{secrets.token_hex(6)}")
-    cg.mkdir()
-    (cg / "pids.max").write_text(str(limit))
-    return cg
-
-
-def _user_tasks(uid: int) -> int:
-    """Processes + threads owned by `uid` (what RLIMIT_NPROC counts)."""
-    n = 0
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/status") as f:
-                uid_ok = threads = None
-                for line in f:
-                    if line.startswith("Uid:"):
-                        uid_ok = int(line.split()[1]) == uid
-                    elif line.startswith("Threads:"):
-                        threads = int(line.split()[1])
-                if uid_ok:
-                    n += threads or 1
-        except (OSError, ValueError):
-            continue
-    return n
-
-
-# ---- the runtime copy -------------------------------------------------------------------------------
-_templates: dict[str, Path] = {}
-_template_root: Path | None = None
-
-
-def _cleanup_templates():
-    if _template_root is not None:
-        shutil.rmtree(_template_root, ignore_errors=True)
-
-
-def minigrad_dir() -> Path | None:
-    spec = importlib.util.find_spec("minigrad")
-    if spec is None:
-        return None
-    locs = list(spec.submodule_search_locations or [])
-    return Path(locs[0]) if locs else None
-
-
-def runtime_template(spec_file: str) -> Path:
-    """A folder with what every child of this assignment imports; built once per grading process."""
-    global _template_root
-    key = str(Path(spec_file).resolve())
-    if key in _templates:
-        return _templates[key]
-    if _template_root is None:
-        _template_root = Path(tempfile.mkdtemp(prefix="autograder-runtime-"))
-        atexit.register(_cleanup_templates)
-    t = _template_root / f"t{len(_templates)}"
-    ag = t / "autograder"
-    (ag / "assignments").mkdir(parents=True)
-    (ag / "__init__.py").write_text('"""The autograder inside the sandbox: only what spec modules import."""\n\n\n'
-                                    'def check(*args, **kwargs):\n    """Self-checks do nothing while grading."""\n')
-    (ag / "assignments" / "__init__.py").write_text("")
-    for name in CHILD_FILES:
-        shutil.copy2(PACKAGE_DIR / name, ag / name)
-    shutil.copy2(spec_file, ag / "assignments" / Path(spec_file).name)
-    mg = minigrad_dir()
-    if mg is not None:
-        shutil.copytree(mg, t / "minigrad", ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "tests"))
-    import compileall
-    compileall.compile_dir(str(t), quiet=2, workers=1)   # children run with -B; ship bytecode ready
-    _templates[key] = t
-    return t
-
-
-def site_dirs() -> list[str]:
-    """Folders the child needs on sys.path besides the stdlib: wherever numpy is installed."""
-    import numpy
-    return [str(Path(numpy.__file__).resolve().parent.parent)]
-
-
-# ---- one child --------------------------------------------------------------------------------------
 @dataclass
 class ChildRun:
     """What came back from one child. Everything except returncode/timed_out was written by the child."""
@@ -246,10 +72,12 @@ class ChildRun:
     observation_errors: dict[int, str]
     done: bool
     stderr_tail: str
+    limit_s: float = 0.0                        # the wall-clock limit it ran under
 
     def describe_exit(self) -> str:
         if self.timed_out:
-            return "it ran past its time limit and was stopped"
+            return (f"it ran past the part's time limit of {self.limit_s:g} s and was stopped (the whole part "
+                    f"runs in one process, so the cases after it could not run)")
         rc = self.returncode
         if rc is None:
             return "it did not finish"
@@ -262,91 +90,6 @@ class ChildRun:
             return f"the process was killed by {name}{hint}"
         return (f"the process exited with code {rc} before the grader finished"
                 f" (does your code call sys.exit(), os._exit() or quit()?)")
-
-
-_live_children: set[int] = set()
-_lock = threading.Lock()
-
-
-def _set_subreaper(on: bool) -> None:
-    """While a child runs, processes it orphans are re-parented to us (so the sweep finds them)."""
-    if sys.platform != "linux":
-        return
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(36, int(on), 0, 0, 0)   # PR_SET_CHILD_SUBREAPER
-    except Exception:
-        pass
-
-
-def _proc_table():
-    """(pid, ppid, pgrp, session, starttime, state) for every process we can see."""
-    out = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/stat", "rb") as f:
-                raw = f.read().decode(errors="replace")
-        except OSError:
-            continue
-        rest = raw[raw.rfind(")") + 2:].split()
-        try:
-            out.append((int(d), int(rest[1]), int(rest[2]), int(rest[3]), int(rest[19]), rest[0]))
-        except (IndexError, ValueError):
-            continue
-    return out
-
-
-def _starttime(pid: int) -> int:
-    for p in _proc_table():
-        if p[0] == pid:
-            return p[4]
-    return 0
-
-
-def _sweep(child_pid: int, child_start: int, cgroup: Path | None) -> int:
-    """Kill whatever the child left behind. Returns how many processes were killed."""
-    me = os.getpid()
-    killed = 0
-    for _ in range(500):
-        victims = set()
-        for pid, ppid, pgrp, sid, start, state in _proc_table():
-            if pid == me:
-                continue
-            mine = ppid == me and start >= child_start and pid not in _live_children
-            if state == "Z":
-                if mine:
-                    victims.add(pid)   # reaped below
-                continue
-            if pgrp == child_pid or sid == child_pid or mine:
-                victims.add(pid)
-        if cgroup is not None:
-            try:
-                victims |= {int(x) for x in (cgroup / "cgroup.procs").read_text().split()}
-            except OSError:
-                pass
-        if not victims:
-            break
-        for v in victims:
-            try:
-                os.kill(v, signal.SIGKILL)
-                killed += 1
-            except (ProcessLookupError, PermissionError):
-                pass
-        time.sleep(0.005)
-        for v in victims:
-            try:
-                os.waitpid(v, os.WNOHANG)
-            except ChildProcessError:
-                pass
-    if cgroup is not None:
-        for _ in range(200):
-            try:
-                cgroup.rmdir()
-                break
-            except OSError:
-                time.sleep(0.01)
-    return killed
 
 
 def _read_json(path: Path, limit: int = 1 << 20):
@@ -498,7 +241,7 @@ def run_child(*, spec_file: str, spec_module: str, cells: list[dict], jobs: list
             tail = ""
         if keep:
             shutil.copytree(box, Path(keep), dirs_exist_ok=True)
-        return ChildRun(returncode=proc.returncode, timed_out=timed_out, wall_s=wall,
+        return ChildRun(returncode=proc.returncode, timed_out=timed_out, wall_s=wall, limit_s=limits.timeout_s,
                         sandbox=_read_json(f("sandbox.json")),
                         cells=cells_report if isinstance(cells_report, list) else None,
                         cell_started=cell_started, cell_done=cell_done, started=started, status=status,
@@ -509,24 +252,6 @@ def run_child(*, spec_file: str, spec_module: str, cells: list[dict], jobs: list
             _kill_cgroup(cgroup)
         _set_subreaper(False)
         _rmtree(box)
-
-
-def _kill_cgroup(cgroup: Path) -> None:
-    for _ in range(200):
-        try:
-            pids = [int(x) for x in (cgroup / "cgroup.procs").read_text().split()]
-        except OSError:
-            pids = []
-        for p in pids:
-            try:
-                os.kill(p, signal.SIGKILL)
-            except OSError:
-                pass
-        try:
-            cgroup.rmdir()
-            return
-        except OSError:
-            time.sleep(0.01)
 
 
 def _rmtree(path: Path) -> None:

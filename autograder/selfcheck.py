@@ -11,6 +11,8 @@ import numpy as np
 
 from .spec import Namespace, Verdict, load_assignment
 
+NOT_IMPLEMENTED = "not implemented yet"
+
 
 @dataclass
 class CheckResult:
@@ -25,6 +27,9 @@ class CheckResult:
 
     def __repr__(self) -> str:
         return f"<check {self.assignment} {self.part}: {self.score:g}/{self.max_score:g} points>"
+
+    def _ipython_display_(self):
+        """`check(...)` as a cell's last line: the report is printed already, so Jupyter shows nothing more."""
 
 
 class _Ctx:
@@ -53,7 +58,7 @@ def _one(a, part, test, case, ns) -> Verdict:
     except KeyboardInterrupt:
         raise
     except NotImplementedError:
-        return Verdict.fail("not implemented yet")
+        return Verdict.fail(NOT_IMPLEMENTED)
     except BaseException as e:   # SystemExit from student code must not end the kernel's cell silently
         return Verdict.fail(f"{type(e).__name__}: {e}")
     try:
@@ -69,17 +74,23 @@ def check(assignment: str, part: str | None, namespace: dict, *, quiet: bool = F
     score = maxs = 0.0
     lines = []
     for p in parts:
+        part_lines, started = [], False
         for t in p.tests:
             vs = [(c, _one(a, p, t, c, ns)) for c in t.public_cases()]
             ok = [v.passed for _, v in vs]
+            started |= any(v.message != NOT_IMPLEMENTED for _, v in vs)
             got = t.points if all(ok) else (t.points * sum(ok) / len(ok) if t.partial else 0.0)
             score, maxs = score + got, maxs + t.points
             mark = "ok  " if all(ok) else "FAIL"
-            lines.append(f"  [{mark}] {p.id}: {t.name} ({got:g}/{t.points:g})")
+            part_lines.append(f"  [{mark}] {p.id}: {t.name} ({got:g}/{t.points:g})")
             for c, v in vs:
                 if not v.passed:
-                    lines.append(f"         {c.describe()}: {v.message}")
+                    part_lines.append(f"         {c.describe()}: {v.message}")
                     break
+        if not started:            # said once for the part, not under every test
+            part_lines = [f"  [FAIL] {p.id}: not started, its cells still raise NotImplementedError "
+                          f"(0/{p.points:g})"]
+        lines += part_lines
     label = part or "all parts"
     head = f"{a.id} {label}: {score:g}/{maxs:g} points on the public tests"
     tail = "  (a self-check: grades come from the autograder, with more cases)"

@@ -134,12 +134,12 @@ class Assignment:
     memory_mb: int = 2048          # address-space limit of the child
     run_student_dependencies: bool = True   # also run the student's cells of earlier parts (guarded),
     #                                         so their helpers exist; the reference then overrides them
-    forbidden: list[str] = field(default_factory=list)   # regexes: a graded cell matching one scores 0
-    #   for its part (e.g. r"minigrad\.ops" when students rewrite minigrad's ops). A static deterrent for
-    #   copying the library the sandbox must import anyway; obfuscation gets past it (see README).
+    forbidden: list[str] = field(default_factory=list)   # dotted names a graded cell may not use: its
+    #   part scores 0 (e.g. "minigrad.ops" when students rewrite minigrad's ops). Checked on the cell's syntax
+    #   tree (autograder/forbidden.py): imports and attribute uses, not comments or the student's own names.
     # filled by the loader
     module_name: str = ""
-    spec_file: str = ""
+    spec_file: str = ""            # the spec module, or the folder of a spec package
     hidden_file: str = ""
 
     @property
@@ -227,19 +227,24 @@ def spec_dirs(extra: list[str | Path] | None = None) -> list[Path]:
     return [d.resolve() for d in dirs if d.is_dir()]
 
 
+def _is_spec(f: Path) -> bool:
+    """A spec is a module ``aN_<topic>.py`` or a package ``aN_<topic>/`` (a long spec split by topic)."""
+    return f.suffix == ".py" if f.is_file() else (f / "__init__.py").is_file()
+
+
 def _candidates(extra=None):
     seen = set()
     for d in spec_dirs(extra):
-        for f in sorted(d.glob("a*.py")):
-            if f.stem not in seen and re.match(r"^a\d+", f.stem):
+        for f in sorted(d.iterdir()):
+            if f.stem not in seen and re.match(r"^a\d+", f.stem) and _is_spec(f):
                 seen.add(f.stem)
                 yield f
 
 
 def find_spec_file(key: str, extra=None) -> Path:
-    """`key` is an id ("a1"), a name ("a1_autograd") or a path to a spec module."""
+    """`key` is an id ("a1"), a name ("a1_autograd") or a path to a spec module or package."""
     p = Path(key)
-    if p.suffix == ".py" and p.exists():
+    if (p.suffix == ".py" or p.is_dir()) and p.exists() and _is_spec(p):
         return p.resolve()
     for f in _candidates(extra):
         if f.stem == key or f.stem.split("_", 1)[0] == key:
@@ -256,8 +261,12 @@ def load_assignment(key: str, extra=None) -> Assignment:
     f = find_spec_file(key, extra)
     name = f"autograder.assignments.{f.stem}"
     mod = sys.modules.get(name)
-    if mod is None or Path(getattr(mod, "__file__", "")).resolve() != f:
-        spec = importlib.util.spec_from_file_location(name, f)
+    entry = f / "__init__.py" if f.is_dir() else f
+    if mod is None or Path(getattr(mod, "__file__", "")).resolve() != entry:
+        for sub in [m for m in sys.modules if m.startswith(name + ".")]:
+            del sys.modules[sub]         # a package's modules from another spec folder of the same name
+        spec = importlib.util.spec_from_file_location(
+            name, entry, submodule_search_locations=[str(f)] if f.is_dir() else None)
         mod = importlib.util.module_from_spec(spec)
         sys.modules[name] = mod
         try:
@@ -270,7 +279,7 @@ def load_assignment(key: str, extra=None) -> Assignment:
         raise TypeError(f"{f}: a spec module must define ASSIGNMENT = Assignment(...)")
     a.module_name = name
     a.spec_file = str(f)
-    a.hidden_file = str(f.parent.parent / "hidden" / f.name)
+    a.hidden_file = str(f.parent.parent / "hidden" / f"{f.stem}.py")
     ids = set()
     for p in a.parts:
         if p.id in ids:

@@ -14,6 +14,8 @@ import numpy as np
 
 from .spec import Verdict
 
+MiB = 1024 ** 2
+
 
 def _idx(i) -> str:
     i = tuple(int(x) for x in i)
@@ -269,22 +271,26 @@ def check_budget(what: str, measured: float, budget: float, *, unit: Callable[[f
 
 
 def plot_timeline(path: str | Path, series: dict[str, np.ndarray], *, budget: float | None = None,
-                  title: str = "", ylabel: str = "bytes") -> str:
-    """A step plot of byte counts per event, with the budget as a dashed line. Returns the path."""
+                  title: str = "", ylabel: str = "MiB") -> str:
+    """A step plot of byte counts per event (drawn in MiB), the budget as a dashed line. Series whose name
+    says "reference" are drawn first, wide and pale, so the student's line on top never hides them.
+    Returns the path."""
     import matplotlib
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(7, 3.2), dpi=100)
-    for name, ys in series.items():
-        ys = np.asarray(ys)
-        ax.step(np.arange(len(ys)), ys, where="post", label=name)
+    fig, ax = plt.subplots(figsize=(8, 3.4), dpi=100)
+    order = sorted(series, key=lambda name: "reference" not in name)
+    for name in order:
+        ys = np.asarray(series[name], dtype=np.float64) / MiB
+        style = dict(linewidth=4, alpha=0.35) if "reference" in name else dict(linewidth=1.3)
+        ax.step(np.arange(len(ys)), ys, where="post", label=name, **style)
     if budget is not None:
-        ax.axhline(budget, color="red", linestyle="--", label="budget")
-    ax.set_xlabel("event")
+        ax.axhline(budget / MiB, color="red", linestyle="--", linewidth=1, label="budget")
+    ax.set_xlabel("operation")
     ax.set_ylabel(ylabel)
-    ax.set_title(title)
-    ax.legend(loc="upper left", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path)
+    ax.set_ylim(bottom=0)
+    ax.set_title(title, fontsize=10)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)   # off the curves
+    fig.savefig(path, bbox_inches="tight")
     plt.close(fig)
     return str(path)

@@ -122,7 +122,9 @@ def finite(*values):
 # --- plots ------------------------------------------------------------------------------------------------------
 def save_curves(path, panels, title=None):
     """Save side-by-side line plots as a PNG. ``panels``: list of dicts with ``series`` ({label: (xs, ys)}),
-    ``xlabel``, ``ylabel`` and optionally ``title``, ``ylim``, ``styles`` ({label: plot kwargs}).
+    ``xlabel``, ``ylabel`` and optionally ``title``, ``ylim``, ``styles`` ({label: plot kwargs}), ``hlines``
+    ([(y, label)]: a dashed reference line, e.g. a clipping threshold) and ``notes`` ([(x, y, text)]: a
+    value written next to its point, so 97.5 % reads as 97.5 %).
 
     Uses matplotlib's object API with the Agg canvas (no pyplot, so no GUI backend and no global state).
     """
@@ -140,10 +142,14 @@ def save_curves(path, panels, title=None):
         ax.set_ylabel(panel["ylabel"])
         if panel.get("title"):
             ax.set_title(panel["title"])
+        for y, label in panel.get("hlines", []):
+            ax.axhline(y, color="tab:red", linestyle="--", linewidth=1, label=label)
+        for x, y, text in panel.get("notes", []):
+            ax.annotate(text, (x, y), xytext=(-6, -14), textcoords="offset points", ha="right", fontsize=9)
         if panel.get("ylim"):
             ax.set_ylim(*panel["ylim"])
         ax.grid(True, alpha=0.3)
-        if len(panel["series"]) > 1:
+        if len(panel["series"]) + len(panel.get("hlines", [])) > 1:
             ax.legend()
     if title:
         fig.suptitle(title)

@@ -3,7 +3,7 @@ print a summary table. About a minute on 2 CPU cores.
 
     python -m minigrad.examples.demo                 # all three; PNG curves + checkpoints in results/
     python -m minigrad.examples.demo --only tiny_gpt --out /tmp/demo
-    python -m minigrad.examples.demo --quick         # a smoke run in seconds (tiny settings, no targets)
+    python -m minigrad.examples.demo --quick         # a smoke run in seconds, into results/quick/ (no targets)
 
 Targets (checked, exit status 1 if one is missed): MLP and CNN >= 95 % test accuracy; the GPT's validation
 loss falls from ~4.4 (ln of the 84-character vocabulary) to <= 2.5. Every run is seeded, so two runs on one
@@ -32,6 +32,14 @@ TARGETS = {  # name -> (metric, description, check)
 }
 
 
+def output_dir(args):
+    """--quick runs write to results/quick/: a 2-second smoke run never replaces the real curves and
+    checkpoints in results/."""
+    if args.out is not None:
+        return args.out
+    return os.path.join("results", "quick") if args.quick else "results"
+
+
 def summary_table(results):
     header = ("model", "params", "train time", "wall time", "loss first -> last", "test acc / val loss",
               "throughput", "ckpt reload")
@@ -56,7 +64,8 @@ def summary_table(results):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", default="results", help="folder for PNG curves, checkpoints and the GPT sample")
+    p.add_argument("--out", default=None, help="folder for PNG curves, checkpoints and the GPT sample (default "
+                                               "results/, or results/quick/ with --quick)")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=1, help="BLAS threads (0: library default)")
@@ -64,6 +73,7 @@ def main(argv=None):
     p.add_argument("--quick", action="store_true", help="tiny settings, a few seconds, targets not checked")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     args = p.parse_args(argv)
+    args.out = output_dir(args)
 
     common = ["--out", args.out, "--device", args.device, "--seed", str(args.seed), "--threads", str(args.threads)]
     if args.no_progress:

@@ -157,7 +157,7 @@ def run(args):
     print(f"tiny_gpt: {corpus!r}\n  n_layer={args.n_layer}, d_model={args.d_model}, n_head={args.n_head}, "
           f"context {T}, {n_params:,} parameters; ln(vocab) = {math.log(corpus.vocab_size):.2f}")
     evals = [(0, estimate_loss(model, corpus, "train", seed=args.seed + 2, **est), val_loss(model))]
-    step_losses, grad_norms = [], []
+    step_losses, grad_norms, lrs = [], [], []
     timer = Timer()
     bar = progress(args.steps * B * T, "tiny_gpt", "tok", enabled=not args.no_progress)
     for step in range(1, args.steps + 1):
@@ -169,6 +169,7 @@ def run(args):
             loss.backward()
             grad_norms.append(float(nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip)))
             optimizer.step()
+            lrs.append(scheduler.get_last_lr()[0])           # the lr this step used
             scheduler.step()
             step_losses.append(loss.item())
         bar.update(B * T)
@@ -187,7 +188,10 @@ def run(args):
                     "val (estimate)": ([e[0] for e in evals], [e[2] for e in evals])},
          "styles": {"train (per step)": {"alpha": 0.25, "lw": 0.8}, "val (estimate)": {"marker": "o"}}},
         {"title": "gradient norm (before clipping)", "xlabel": "step", "ylabel": "global L2 norm",
-         "series": {"grad norm": (list(range(1, len(grad_norms) + 1)), grad_norms)}},
+         "series": {"grad norm": (list(range(1, len(grad_norms) + 1)), grad_norms)},
+         "hlines": [(args.grad_clip, f"clipped to {args.grad_clip:g}")]},
+        {"title": f"learning rate (warmup {warmup} steps, then cosine)", "xlabel": "step", "ylabel": "lr",
+         "series": {"lr": (list(range(1, len(lrs) + 1)), lrs)}},
     ], title=f"tiny_gpt: {n_params:,} parameters, {args.steps} steps of {B}x{T} characters")
 
     final_val = evals[-1][2]

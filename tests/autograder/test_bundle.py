@@ -25,17 +25,23 @@ def test_bundle_members(bundle):
         mode = {i.filename: i.external_attr >> 16 for i in zf.infolist()}
         run = zf.read("run_autograder").decode()
         setup = zf.read("setup.sh").decode()
-    assert {"setup.sh", "run_autograder", "pyproject.toml", "README.md", "autograder/__main__.py",
+    assert {"setup.sh", "run_autograder", "requirements.txt", "autograder/__main__.py",
             "autograder/grader.py", "autograder/_child.py", "autograder/assignments/a0_demo.py",
             "autograder/hidden/a0_demo.py", "solutions/a0_demo.ipynb"} <= names
     assert any(n.startswith("minigrad/") for n in names)
+    assert not any(n.startswith(("minigrad/examples/", "minigrad/datasets/data/")) for n in names), \
+        "only what grading needs: no demos, no corpora"
     assert not any("__pycache__" in n or n.endswith(".pyc") for n in names)
     assert mode["run_autograder"] & stat.S_IXUSR and mode["setup.sh"] & stat.S_IXUSR
     assert run.startswith("#!/usr/bin/env bash")
     for path in ('ROOT="${AUTOGRADER_ROOT:-/autograder}"', 'SUBMISSION="$ROOT/submission"',
                  'RESULTS="$ROOT/results/results.json"', 'cd "$SOURCE"', "gradescope-run --assignment a0_demo"):
         assert path in run
-    assert "pip install" in setup and "numpy" in setup and "install ." in setup
+    assert '-m venv "$ROOT/venv"' in setup and "pip install --no-cache-dir -r requirements.txt" in setup
+    assert 'PYTHON="${AUTOGRADER_PYTHON:-$ROOT/venv/bin/python}"' in run
+    with zipfile.ZipFile(bundle) as zf:
+        reqs = zf.read("requirements.txt").decode().split()
+    assert sorted(r.split("==")[0] for r in reqs) == ["nbformat", "numpy", "tqdm"] and all("==" in r for r in reqs)
 
 
 def _fake_root(tmp_path, bundle, notebooks):
@@ -76,3 +82,28 @@ def test_run_autograder_contains_hostile_code(tmp_path, bundle):
     nb = submission(tmp_path / "h.ipynb", script=HOSTILE / "fake_output.py")
     data = _run(_fake_root(tmp_path, bundle, {"a0_demo.ipynb": nb}))
     assert data["score"] == 8 and data["max_score"] == 11     # part1: forward (2) and large values (1) lost
+
+
+def test_setup_sh_makes_a_venv_and_run_autograder_grades_with_it(tmp_path, bundle):
+    """setup.sh as Gradescope runs it, offline: pip installs the pinned requirements into $ROOT/venv from
+    wheels of this environment's own distributions; run_autograder then grades with that venv alone."""
+    from wheelhouse import wheelhouse
+    root = _fake_root(tmp_path, bundle, {"a0_demo.ipynb": SOLUTION_NB})
+    (root / "source" / "setup.sh").chmod(0o755)
+    wheels = wheelhouse(["numpy", "nbformat", "tqdm"], tmp_path / "wheels")
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "AUTOGRADER_ROOT": str(root),
+           "AUTOGRADER_SETUP_PYTHON": sys.executable, "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(wheels),
+           "PIP_CONFIG_FILE": os.devnull, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    p = subprocess.run([str(root / "source" / "setup.sh")], env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "autograder environment ready" in p.stdout
+    venv_python = root / "venv" / "bin" / "python"
+    site = subprocess.run([str(venv_python), "-c", "import numpy, sys; print(numpy.__file__); print(sys.prefix)"],
+                          capture_output=True, text=True).stdout
+    assert str(root / "venv") in site, "installed into the venv, not system-wide"
+    env = {"PATH": os.environ["PATH"], "AUTOGRADER_ROOT": str(root), "HOME": str(root)}   # no AUTOGRADER_PYTHON
+    p = subprocess.run([str(root / "source" / "run_autograder")], cwd=root, env=env, capture_output=True,
+                       text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    data = json.loads((root / "results" / "results.json").read_text())
+    assert data["score"] == data["max_score"] == 11, data

@@ -23,8 +23,19 @@ def test_check_reports_failures_and_missing_names(capsys):
     assert not r and "FAIL" in out and "analytic" in out and "numeric" in out
     r = check("a0", "part3", namespace={})
     assert not r and "does not define `sum_of_squares_grad`" in capsys.readouterr().out
-    r = check("a0", "part1", namespace={"square": lambda x: (_ for _ in ()).throw(NotImplementedError())})
-    assert "not implemented yet" in capsys.readouterr().out
+
+
+def test_untouched_part_is_said_not_started_once(capsys):
+    def todo(*args):
+        raise NotImplementedError("a0-square: replace this line with your code")
+    r = check("a0", "part1", namespace={"square": todo})
+    out = capsys.readouterr().out
+    assert not r and out.count("not started") == 1 and "not implemented yet" not in out, out
+
+
+def test_check_as_a_cells_last_line_displays_nothing_more(capsys):
+    r = check("a0", "part1")
+    assert r._ipython_display_() is None and capsys.readouterr().out.count("points on the public tests") == 1
 
 
 def test_check_survives_system_exit(capsys):
@@ -48,3 +59,5 @@ def test_check_from_a_notebook_cell(tmp_path):
     text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
     for part, pts in (("part1", 2), ("part2", 3), ("part3", 2), ("part4", 3)):
         assert f"a0 {part}: {pts}/{pts} points on the public tests" in text
+    shown = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "execute_result"]
+    assert not [o for o in shown if "<check" in o["data"].get("text/plain", "")], "the report, not a second line"

@@ -5,7 +5,6 @@ is, and an early part's failure never cascades into later parts.
 Planted bugs live in a1_variants/, one file per bug: graded cells in the ``# %% [cell-id]`` format
 (whole cells, or patches of the solution's cells: see course_support.py).
 """
-import re
 import time
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import nbformat
 import pytest
 
 from autograder import check
+from autograder.forbidden import forbidden_uses
 from autograder.generate import render, student_notebook
 from autograder.grader import GradeOptions, grade_notebook
 from autograder.spec import ROOT, load_assignment
@@ -76,7 +76,7 @@ def test_spec_parts_points_and_cells(a1):
 
 def test_spec_forbids_minigrads_implementations_but_not_function_and_tensor(a1):
     def forbidden(src):
-        return any(re.search(p, src) for p in a1.forbidden)
+        return forbidden_uses(src, a1.forbidden, a1.preamble)
     for src in ("from minigrad.ops.elementwise import Exp", "import minigrad.nn.functional as F",
                 "from minigrad.autograd.engine import topological_order", "mg.autograd.backward(out)",
                 "from minigrad.autograd import Function, backward", "y = F.conv2d(x, w)",
@@ -138,18 +138,34 @@ def test_student_notebook_is_generated_from_the_solution():
     assert "BEGIN SOLUTION" not in text and "np.swapaxes(a, -1, -2) @ grad" not in text
 
 
-def test_generated_notebook_scores_zero_with_not_implemented_per_test(a1, tmp_path):
+def test_generated_notebook_scores_zero_and_says_not_started_once_per_part(a1, tmp_path):
+    from autograder.results import format_report
     path = tmp_path / "a1_autograd.ipynb"
     path.write_bytes(render(student_notebook(nbformat.read(SOLUTION, as_version=4), "a1_autograd")))
     r = grade(a1, path)
     assert r.score == 0 and r.max_score == 100 and r.status == "ok"
-    cell_of = {"unbroadcast": "a1-unbroadcast", "Reshape": "a1-shape", "Transpose": "a1-shape",
-               "Softmax": "a1-softmax", "LogSoftmax": "a1-softmax", "cross_entropy": "a1-cross-entropy",
-               "numerical_grad": "a1-numgrad", "im2col": "a1-im2col", "col2im": "a1-im2col"}
     for t in r.tests:
-        cell = cell_of.get(t.name) or ("a1-engine" if t.name.startswith("engine") else
-                                       "a1-conv2d" if t.name.startswith("Conv2d") else f"a1-{t.name.lower()}")
-        assert f"not implemented yet (NotImplementedError raised in cell '{cell}')" in t.message, (t.key, t.message)
+        cells = ", ".join(f"'{c}'" for c in a1.part(t.part).cells)
+        assert t.message == f"not implemented yet: this part is not started (its cells {cells} still raise " \
+                            f"NotImplementedError)", (t.key, t.message)
+    report = format_report(r)
+    assert report.count("this part is not started") == len(PART_POINTS), report
+
+
+def test_engine_messages_name_the_students_op_and_input(a1, tmp_path):
+    """minigrad's engine says "re_lu" and "input 1"; the feedback says ReLU and `b`, as the student wrote."""
+    bad = {"a1-relu": "class ReLU(Function):\n    @staticmethod\n    def forward(ctx, x):\n"
+                      "        ctx.save_for_backward(x > 0)\n        return x * (x > 0)\n\n"
+                      "    @staticmethod\n    def backward(ctx, grad):\n        mask, = ctx.saved_tensors\n"
+                      "        return (grad * mask).astype(np.float32)\n",
+           "a1-mul": "class Mul(Function):\n    @staticmethod\n    def forward(ctx, a, b):\n"
+                     "        ctx.save_for_backward(a, b)\n        return a * b\n\n"
+                     "    @staticmethod\n    def backward(ctx, grad):\n        a, b = ctx.saved_tensors\n"
+                     "        return grad * b, (grad * a).ravel()\n"}
+    r = grade(a1, solution_with(tmp_path / "names.ipynb", bad))
+    relu, mul = result_of(r, "part1/ReLU").message, result_of(r, "part1/Mul").message
+    assert relu.count("ReLU: ") and "`x`" in relu and "re_lu" not in relu and "input 0" not in relu, relu
+    assert "Mul: " in mul and "`b`" in mul and "input 1" not in mul, mul
 
 
 # ---- planted bugs -----------------------------------------------------------------------------------------------
@@ -245,6 +261,8 @@ def test_importing_minigrads_op_costs_its_part(a1, tmp_path):
     assert all(got[k] == 0 for k in FULL if k.startswith("part1/"))
     assert "cell 'a1-exp' line 1 uses `minigrad.ops`" in result_of(r, "part1/Mul").message
     assert r.score == 80
+    from autograder.results import format_report
+    assert format_report(r).count("uses `minigrad.ops`") == 1, "said once for the part, not under every test"
 
 
 def test_engine_that_calls_minigrads_engine_gets_no_credit(a1, tmp_path):

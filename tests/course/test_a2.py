@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from autograder import check
+from autograder.forbidden import forbidden_uses
 from autograder.generate import render, student_notebook
 from autograder.grader import GradeOptions, grade_notebook
 from autograder.spec import ROOT, load_assignment
@@ -86,11 +87,14 @@ def test_spec_parts_points_and_cells(a2):
 
 def test_spec_forbids_minigrads_allocator_but_not_the_solution(a2):
     def hits(src):
-        return [p for p in a2.forbidden if re.search(p, src)]
+        return forbidden_uses(src, a2.forbidden, a2.preamble)
     for src in ["from minigrad.memory.allocator import CachingAllocator", "import minigrad.memory as mem",
                 "alloc = mg.memory.get_allocator('cpu')", "from minigrad import memory",
-                "class CoalescingAllocator(CachingAllocator): pass", "importlib.import_module('x')"]:
+                "import importlib\nm = importlib.import_module('minigrad.memory')", "m = getattr(mg, 'memory')"]:
         assert hits(src), src
+    for src in ["class CachingAllocator(AllocatorBase):\n    pass",           # the student's own class
+                "# unlike minigrad's CachingAllocator, this one ...", "msg = 'see CachingAllocator'"]:
+        assert not hits(src), src
     from autograder.notebook import load_submission
     sub = load_submission(SOLUTION)
     for gid in a2.graded_cells():
@@ -182,12 +186,12 @@ def test_student_notebook_is_generated_from_the_solution():
     assert base(nbformat.read(STUDENT, as_version=4)) == base(nb), "the given cell stays whole"
 
 
-def test_generated_notebook_scores_zero_with_not_implemented_per_test(a2, tmp_path):
+def test_generated_notebook_scores_zero_and_says_not_started_once_per_part(a2, tmp_path):
     r = grade(a2, STUDENT, tmp_path, hidden=True)
     assert r.score == 0 and r.max_score == 50 and r.status == "ok"
     for t in r.tests:
         cells = "|".join(CELL_OF_PART[t.part])
-        assert re.search(rf"not implemented yet \(NotImplementedError raised in cell '({cells})'\)", t.message), \
+        assert re.search(rf"not implemented yet: this part is not started \(its cells .*'({cells})'", t.message), \
             (t.key, t.message)
 
 
@@ -292,6 +296,16 @@ def test_importing_minigrads_allocator_costs_its_part(a2, tmp_path):
     assert scores(r) == {**FULL, **{k: 0 for k in FULL if k.startswith("part3/")}}
     assert "uses `minigrad.memory`, which this assignment asks you to write yourself" in \
         result_of(r, "part3/coalescing").message
+
+
+def test_own_class_named_like_minigrads_allocator_is_no_forbidden_use(a2, tmp_path):
+    from course_support import solution_cells
+    src = solution_cells(SOLUTION)["a2-coalesce"] + (
+        "\n\nclass CachingAllocator(CoalescingAllocator):\n"
+        "    \"\"\"My own name for it (minigrad's CachingAllocator is not imported).\"\"\"\n")
+    r = grade(a2, submission(tmp_path, {"a2-coalesce": src}, "own_name"), tmp_path)
+    assert {k: v for k, v in scores(r).items() if k.startswith("part3/")} == \
+        {k: v for k, v in FULL.items() if k.startswith("part3/")}, r
 
 
 def test_observations_are_judged_not_believed(a2, spec):

@@ -112,6 +112,23 @@ def test_demo_quick(tmp_path, capsys):
         assert (tmp_path / f"{name}.png").exists() and (tmp_path / f"{name}.npz").exists()
 
 
+def test_demo_quick_never_writes_over_the_real_results(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(demo, "DEMOS", {"digits_mlp": demo.DEMOS["digits_mlp"]})
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "digits_mlp.png").write_bytes(b"the real curves")
+    out = demo.main(["--quick", "--no-progress", "--only", "digits_mlp"])
+    assert out["results"][0]["png"] == str(tmp_path / "results" / "quick" / "digits_mlp.png").replace(
+        str(tmp_path) + "/", "")
+    assert (tmp_path / "results" / "digits_mlp.png").read_bytes() == b"the real curves"
+    assert (tmp_path / "results" / "quick" / "digits_mlp.png").read_bytes()[:8] == PNG_MAGIC
+
+
+def test_accuracy_axis_shows_the_last_epochs_range():
+    lo, hi = digits_mlp.accuracy_range([0.3, 0.8, 0.95, 0.965, 0.975, 0.97])
+    assert 0.9 < lo < 0.95 and hi >= 1.0
+
+
 def test_demo_reports_missed_target(tmp_path, monkeypatch):
     monkeypatch.setitem(demo.TARGETS, "digits_cnn", ("test_acc", "impossible", lambda v: v > 1.0))
     monkeypatch.setitem(demo.DEMOS, "digits_cnn", (digits_cnn, ["--epochs", "1", "--channels", "4"], []))
