@@ -132,12 +132,14 @@ class Function:
             prev_op, alloc.current_op = alloc.current_op, cls.name
         try:
             out = cls.forward(ctx, *raw, **kwargs)
+            if ctx.device is not device:  # the forward put its output on another device (ToDevice)
+                device, be = ctx.device, get_backend(ctx.device)
             if type(out) is not be.array_type:
                 out = be.asarray(out)
             if LEGACY_PROMOTION and out.dtype.char == "d" and not cls.exact_dtype:
                 out = _undo_legacy_promotion(out, raw)
-            if alloc is not None:
-                out = _into_pool(ctx, alloc, out, track, be.array_type)
+            if be.allocator is not None:
+                out = _into_pool(ctx, be.allocator, out, track, be.array_type)
         except MinigradError:
             raise
         except (ValueError, TypeError, IndexError, ZeroDivisionError, OverflowError) as e:
