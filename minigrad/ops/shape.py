@@ -1,11 +1,16 @@
-"""Shape ops. Most are views: they share storage (and the version counter) with their input."""
+"""Shape ops. Most are views: they share storage (and the version counter) with their input.
+
+``view(dtype)`` reinterprets the bytes, as in PyTorch: a view without a gradient.
+"""
 import itertools
 import math
 
+from ..autograd import grad_mode
 from ..autograd.function import Function
-from ..errors import ArgumentError, OpIndexError, ShapeError
+from ..backend import dtypes
+from ..errors import ArgumentError, AutogradError, OpIndexError, ShapeError
 from ..tensor import Tensor
-from ._args import dim_arg, dim_of, norm_dim, norm_dims, share_version
+from ._args import dim_arg, dim_of, norm_dim, norm_dims, share_version, wrap
 from .indexing import getitem
 
 
@@ -42,10 +47,41 @@ def reshape(a, *shape):
 
 
 def view(a, *shape):
+    """``view(*shape)`` is ``reshape``; ``view(dtype)`` reinterprets the bits (see ``_view_as_dtype``)."""
     if len(shape) == 1 and not isinstance(shape[0], (tuple, list, int)):
-        from .elementwise import cast
-        return cast(a, shape[0])  # view(dtype) is not supported as a bit-reinterpretation; document it
+        return _view_as_dtype(a, shape[0])
     return reshape(a, *shape)
+
+
+def _view_as_dtype(a, dtype):
+    """The same bytes read as ``dtype`` (PyTorch's ``view(dtype)``): same element size, same shape; else the
+    last dim (contiguous) scales by the size ratio. Shares storage and version counter; no gradient."""
+    dt = dtypes.to_dtype(dtype)
+    src, new = a.data.dtype, dt.np_dtype
+    if new == src:
+        return a
+    if a.requires_grad and grad_mode.is_grad_enabled():
+        raise AutogradError(f"view: reinterpreting the bits of a {src} tensor that requires grad as {dt.name} "
+                            f"has no gradient; call detach() first (or use .to({dt.name}) to convert values)")
+    if new.itemsize != src.itemsize:
+        where = f"a tensor of shape {tuple(a.shape)} ({src}) as {dt.name}"
+        if a.ndim == 0:
+            raise ShapeError(f"view: can't view {where}: a 0-d tensor keeps its element size "
+                             f"({src.itemsize} bytes, {dt.name} has {new.itemsize})")
+        if a.shape[-1] != 1 and a.data.strides[-1] != src.itemsize:
+            raise ShapeError(f"view: can't view {where}: the last dim must be contiguous (stride 1, got "
+                             f"{a.data.strides[-1] // src.itemsize}); call contiguous() first")
+        if a.shape[-1] * src.itemsize % new.itemsize:
+            raise ShapeError(f"view: can't view {where}: the last dim's {a.shape[-1] * src.itemsize} bytes "
+                             f"are not a multiple of {dt.name}'s {new.itemsize}")
+    try:
+        arr = a.data.view(new)
+    except ValueError as e:  # NumPy's remaining rules (e.g. the last dim's offset alignment)
+        raise ShapeError(f"view: can't view a tensor of shape {tuple(a.shape)} ({src}) as {dt.name}: {e}") \
+            from None
+    out = wrap(arr, a.device)
+    out._vc, out._is_view = a._vc, True
+    return out
 
 
 class Transpose(Function):
