@@ -31,8 +31,11 @@ class _ConvNd(Module):
         self.kernel_size = ntuple(name, "kernel_size", kernel_size, nd, 1)
         self.stride = ntuple(name, "stride", stride, nd, 1)
         self.dilation = ntuple(name, "dilation", dilation, nd, 1)
-        conv_padding(name, padding, self.kernel_size, self.stride, self.dilation, nd)  # validates it
-        self.padding = padding if isinstance(padding, str) else ntuple(name, "padding", padding, nd, 0)
+        if isinstance(padding, str):  # 'same' or 'valid' ('same' only unstrided), as F.conv* accepts
+            conv_padding(name, padding, self.kernel_size, self.stride, self.dilation, nd)
+            self.padding = padding
+        else:
+            self.padding = ntuple(name, "padding", padding, nd, 0)
         self.padding_mode = padding_mode
         self.weight = new_param(out_channels, in_channels // groups, *self.kernel_size, device=device,
                                 dtype=dtype)

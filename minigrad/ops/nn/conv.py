@@ -90,8 +90,7 @@ class _ConvNd(Function):
         ctx.unbatched = x.ndim == ctx.nd + 1
         if ctx.unbatched:
             x = x[None]
-        N, C = x.shape[:2]
-        O = weight.shape[0]
+        N, O = x.shape[0], weight.shape[0]
         kernel = tuple(weight.shape[2:])
         padded = tuple(s + lo + hi for s, (lo, hi) in zip(x.shape[2:], pads))
         eff = tuple(d * (k - 1) + 1 for k, d in zip(kernel, dilation))

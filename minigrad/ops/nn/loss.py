@@ -199,7 +199,7 @@ class NllLoss(Function):
     def forward(ctx, x, target, weight, *, ignore_index, reduction):
         xp = ctx.xp
         ctx.x_shape, ctx.reduction = x.shape, reduction
-        x, target, safe, valid, w_t, C = _class_targets(x, target, weight, ignore_index)
+        x, target, safe, _, w_t, C = _class_targets(x, target, weight, ignore_index)
         picked = xp.take_along_axis(x, safe[:, None], axis=1)[:, 0]
         out, ctx.factor = _reduce(xp, -(w_t * picked), reduction, denom=w_t.sum())
         ctx.C = C

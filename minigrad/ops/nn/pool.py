@@ -99,7 +99,8 @@ class _MaxPoolNd(Function):
     """Forward keeps only the running maximum (one ``maximum`` per kernel offset: masked copies and an
     argmax over a tiny last axis are ~10x slower in NumPy); backward finds where each maximum came from by
     comparing the (padded) input with the output, so nothing extra is saved: both are already alive as
-    the previous op's output and the next op's input."""
+    the previous op's output and the next op's input. Given a list as ``indices_sink``, forward appends
+    PyTorch's ``return_indices`` to it (a Function has one output, and the indices have no gradient)."""
     nd = 0
 
     @staticmethod
