@@ -1,9 +1,40 @@
-"""Elementwise ops. Inputs may broadcast; the engine sums gradients back to each input's shape."""
+"""Elementwise ops: arithmetic, unary maths, clamp, maximum/minimum, where, cast and clone.
+
+Inputs may broadcast; the engine sums gradients back to each input's shape. A Python number is an operand
+like a tensor (``Add.apply(t, 2.0)``): NumPy broadcasts it, and backward returns None for it. The public
+function under each Function puts a tensor first (``2 - t`` is ``rsub``) and applies the promotion rule
+PyTorch has and NumPy lacks: an int tensor with a Python float (or int / int) gives float32, not float64.
+"""
 import math
 
 from ..autograd.function import Function
+from ..backend import dtypes
+from ..errors import ArgumentError, DTypeError
+from ..tensor import Tensor
+from ._args import NUMBER, PY_NUMBERS, as_tensor_like, operand, wrap
 
 
+def _default_float(out, *inputs):
+    """``out`` in the default float dtype when NumPy made it float64 although no input tensor was float64.
+
+    Callers test ``out.data.dtype.char == "d"`` inline before calling: this runs after every arithmetic
+    op, the hottest path of the framework, and the test costs less than a call."""
+    if any(isinstance(x, Tensor) and x.data.dtype.char == "d" for x in inputs):
+        return out
+    return cast(out, dtypes.default_float)
+
+
+def _reflected(Op):
+    """``other <op> a`` for a tensor ``a`` and a non-tensor ``other`` (``2 - t`` is ``rsub(t, 2)``)."""
+    def fn(a, other):
+        out = Op.apply(operand(other, a), a)
+        return out if out.data.dtype.char != "d" else _default_float(out, a, other)
+    fn.__name__ = fn.__qualname__ = "r" + Op.name
+    fn.__doc__ = f"other {Op.name} a, for a tensor ``a``."
+    return fn
+
+
+# --- arithmetic ------------------------------------------------------------------------------------
 class Add(Function):
     @staticmethod
     def forward(ctx, a, b):
@@ -14,6 +45,16 @@ class Add(Function):
         return grad, grad
 
 
+def add(a, b, alpha=1):
+    """a + alpha * b."""
+    if alpha != 1:
+        b = mul(b, alpha)
+    if not isinstance(a, Tensor):
+        a, b = b, a
+    out = Add.apply(a, b if isinstance(b, Tensor) or type(b) in PY_NUMBERS else operand(b, a))
+    return out if out.data.dtype.char != "d" else _default_float(out, a, b)
+
+
 class Sub(Function):
     @staticmethod
     def forward(ctx, a, b):
@@ -22,6 +63,19 @@ class Sub(Function):
     @staticmethod
     def backward(ctx, grad):
         return grad, (-grad if ctx.needs_input_grad[1] else None)
+
+
+def sub(a, b, alpha=1):
+    """a - alpha * b."""
+    if alpha != 1:
+        b = mul(b, alpha)
+    if not isinstance(a, Tensor):
+        return rsub(b, a)
+    out = Sub.apply(a, operand(b, a))
+    return out if out.data.dtype.char != "d" else _default_float(out, a, b)
+
+
+rsub = _reflected(Sub)
 
 
 class Mul(Function):
@@ -35,6 +89,17 @@ class Mul(Function):
         a, b = ctx.saved_tensors
         need_a, need_b = ctx.needs_input_grad
         return (grad * b if need_a else None), (grad * a if need_b else None)
+
+
+def mul(a, b):
+    if not isinstance(a, Tensor):
+        a, b = b, a
+    out = Mul.apply(a, b if isinstance(b, Tensor) or type(b) in PY_NUMBERS else operand(b, a))
+    return out if out.data.dtype.char != "d" else _default_float(out, a, b)
+
+
+def square(a):
+    return mul(a, a)
 
 
 class Div(Function):
@@ -51,6 +116,19 @@ class Div(Function):
         return ga, gb
 
 
+def div(a, b):
+    if not isinstance(a, Tensor):
+        return rdiv(b, a)
+    out = Div.apply(a, operand(b, a))
+    return out if out.data.dtype.char != "d" else _default_float(out, a, b)
+
+
+true_divide = divide = div
+
+
+rdiv = _reflected(Div)
+
+
 class Neg(Function):
     @staticmethod
     def forward(ctx, a):
@@ -59,6 +137,13 @@ class Neg(Function):
     @staticmethod
     def backward(ctx, grad):
         return -grad
+
+
+def neg(a):
+    return Neg.apply(a)
+
+
+negative = neg
 
 
 class Pow(Function):
@@ -89,6 +174,27 @@ class Pow(Function):
         return ga, gb
 
 
+def pow(a, exponent):
+    if not isinstance(a, Tensor):
+        return rpow(exponent, a)
+    out = Pow.apply(a, operand(exponent, a))
+    return out if out.data.dtype.char != "d" else _default_float(out, a, exponent)
+
+
+rpow = _reflected(Pow)
+
+
+# --- unary maths -----------------------------------------------------------------------------------
+def _unary(Op):
+    """The public function of a one-input op: ``exp = _unary(Exp)`` (an int tensor gives float32)."""
+    def fn(a):
+        out = Op.apply(a)
+        return out if out.data.dtype.char != "d" else _default_float(out, a)
+    fn.__name__ = fn.__qualname__ = Op.name
+    fn.__doc__ = f"Elementwise {Op.name} (differentiable)."
+    return fn
+
+
 class Exp(Function):
     @staticmethod
     def forward(ctx, a):
@@ -102,6 +208,9 @@ class Exp(Function):
         return grad * out
 
 
+exp = _unary(Exp)
+
+
 class Log(Function):
     @staticmethod
     def forward(ctx, a):
@@ -112,6 +221,9 @@ class Log(Function):
     def backward(ctx, grad):
         a, = ctx.saved_tensors
         return grad / a
+
+
+log = _unary(Log)
 
 
 class Sqrt(Function):
@@ -127,6 +239,13 @@ class Sqrt(Function):
         return grad / (2 * out)
 
 
+sqrt = _unary(Sqrt)
+
+
+def rsqrt(a):
+    return div(1.0, sqrt(a))
+
+
 class Abs(Function):
     @staticmethod
     def forward(ctx, a):
@@ -137,6 +256,9 @@ class Abs(Function):
     def backward(ctx, grad):
         a, = ctx.saved_tensors
         return grad * ctx.xp.sign(a)
+
+
+abs = _unary(Abs)
 
 
 class Sin(Function):
@@ -151,6 +273,9 @@ class Sin(Function):
         return grad * ctx.xp.cos(a)
 
 
+sin = _unary(Sin)
+
+
 class Cos(Function):
     @staticmethod
     def forward(ctx, a):
@@ -163,6 +288,10 @@ class Cos(Function):
         return -grad * ctx.xp.sin(a)
 
 
+cos = _unary(Cos)
+
+
+# --- clamp, maximum/minimum, where -----------------------------------------------------------------
 class Clamp(Function):
     """Gradient flows to ``a`` where min <= a <= max (PyTorch's convention at the boundaries); tensor
     bounds get the gradient where they were the value chosen (clamp = minimum(maximum(a, lo), hi))."""
@@ -170,18 +299,30 @@ class Clamp(Function):
     @staticmethod
     def forward(ctx, a, lo, hi):
         ctx.save_for_backward(a)
-        ctx.bounds = (lo, hi)
+        ctx.lo, ctx.hi = lo, hi
         return ctx.xp.clip(a, lo, hi)
 
     @staticmethod
     def backward(ctx, grad):
         a, = ctx.saved_tensors
-        lo, hi = ctx.bounds
+        lo, hi = ctx.lo, ctx.hi
         above_lo = True if lo is None else a >= lo
         below_hi = True if hi is None else (a if lo is None else ctx.xp.maximum(a, lo)) <= hi
         _, need_lo, need_hi = ctx.needs_input_grad
         return (grad * (above_lo & below_hi), grad * (~above_lo & below_hi) if need_lo else None,
                 grad * ~below_hi if need_hi else None)
+
+
+def clamp(a, min=None, max=None):
+    """Bounds are numbers or tensors (differentiable); at least one must be given."""
+    if min is None and max is None:
+        raise ArgumentError("clamp: at least one of min and max must be given")
+    lo = min if min is None or isinstance(min, NUMBER) else operand(min, a)
+    hi = max if max is None or isinstance(max, NUMBER) else operand(max, a)
+    return Clamp.apply(a, lo, hi)
+
+
+clip = clamp
 
 
 def _pick_backward(ctx, grad, first_wins):
@@ -202,6 +343,10 @@ class Maximum(Function):
         return _pick_backward(ctx, grad, lambda a, b: a > b)
 
 
+def maximum(a, b):
+    return Maximum.apply(a, operand(b, a))
+
+
 class Minimum(Function):
     @staticmethod
     def forward(ctx, a, b):
@@ -211,6 +356,10 @@ class Minimum(Function):
     @staticmethod
     def backward(ctx, grad):
         return _pick_backward(ctx, grad, lambda a, b: a < b)
+
+
+def minimum(a, b):
+    return Minimum.apply(a, operand(b, a))
 
 
 class Where(Function):
@@ -228,18 +377,42 @@ class Where(Function):
                 ctx.xp.where(cond, zero, grad) if need_b else None)
 
 
+def where(condition, a, b):
+    """``a`` where ``condition`` (a bool tensor) holds, else ``b``; numbers broadcast."""
+    ref = next((x for x in (a, b, condition) if isinstance(x, Tensor)), None)
+    if ref is None:
+        raise ArgumentError("where: at least one argument must be a Tensor")
+    cond = condition if isinstance(condition, Tensor) else as_tensor_like(condition, ref)
+    if cond.data.dtype.kind != "b":
+        raise DTypeError(f"where: condition must be a bool tensor, got {cond.dtype}")
+    a = operand(a, ref)
+    b = operand(b, ref)
+    if not isinstance(a, Tensor) and not isinstance(b, Tensor):
+        return wrap(cond.device.xp.where(cond.data, a, b), cond.device)
+    return Where.apply(cond, a, b)
+
+
+# --- dtype and copies ------------------------------------------------------------------------------
 class Cast(Function):
     """Change dtype; the gradient is cast back to the input's dtype."""
     exact_dtype = True
 
     @staticmethod
-    def forward(ctx, a, np_dtype):
+    def forward(ctx, a, *, dtype):
         ctx.in_dtype = a.dtype
-        return a.astype(np_dtype)
+        return a.astype(dtype)
 
     @staticmethod
     def backward(ctx, grad):
-        return grad.astype(ctx.in_dtype), None
+        return grad.astype(ctx.in_dtype)
+
+
+def cast(a, dtype):
+    """``a`` in ``dtype`` (any dtype spec); ``a`` itself when it already has it."""
+    dt = dtypes.to_dtype(dtype)
+    if dt.np_dtype == a.data.dtype:
+        return a
+    return Cast.apply(a, dtype=dt.np_dtype)
 
 
 class Clone(Function):
@@ -250,3 +423,7 @@ class Clone(Function):
     @staticmethod
     def backward(ctx, grad):
         return grad
+
+
+def clone(a):
+    return Clone.apply(a)

@@ -1,10 +1,16 @@
-"""Indexing: ``x[idx]`` with ints, slices, None, Ellipsis, boolean and integer arrays; gather; setitem.
+"""Indexing: ``x[idx]`` with ints, slices, None, Ellipsis, boolean and integer arrays; gather; masked_fill.
 
-The backward of advanced indexing scatter-ADDS, so repeated indices accumulate their gradients.
+The backward of advanced indexing scatter-ADDS, so repeated indices accumulate their gradients. Writing
+through an index (``x[idx] = v``) is in ``inplace.py``; its out-of-place form, ``SetItem``, is here.
 """
 import numbers
 
+import numpy as np
+
 from ..autograd.function import Function
+from ..errors import DeviceError, DTypeError, OpIndexError, ShapeError
+from ..tensor import Tensor
+from ._args import as_tensor_like, dim_of, share_version, wrap
 
 
 def scatter_add(xp, target, index, values):
@@ -41,70 +47,169 @@ def is_basic(index):
     return all(i is None or i is Ellipsis or isinstance(i, (numbers.Integral, slice)) for i in items)
 
 
-class GetItem(Function):
-    name = "getitem"
-
-    @staticmethod
-    def forward(ctx, a, index):
-        ctx.meta = (a.shape, a.dtype, index)
-        return a[index]
-
-    @staticmethod
-    def backward(ctx, grad):
-        shape, dtype, index = ctx.meta
-        out = ctx.xp.zeros(shape, dtype=grad.dtype)
-        if is_basic(index) or _is_bool_index(index):
-            out[index] = grad  # no repeats possible
-        else:
-            scatter_add(ctx.xp, out, index, grad)
-        return out, None
-
-
 def _is_bool_index(index):
     items = index if isinstance(index, tuple) else (index,)
     arrays = [i for i in items if hasattr(i, "dtype")]
     return bool(arrays) and all(i.dtype.kind == "b" for i in arrays)
 
 
+def convert_index(index, ref):
+    """A user's index (tensors, lists, arrays, ints, slices...) as an index into ``ref``'s array."""
+    items = index if isinstance(index, tuple) else (index,)
+    out = []
+    for i in items:
+        if isinstance(i, Tensor):
+            if i.data.dtype.kind not in "iub":
+                raise DTypeError(f"index: tensors used as indices must be integer or bool, got {i.dtype}")
+            if i.device != ref.device:
+                raise DeviceError(f"index: index on {i.device} for a tensor on {ref.device}")
+            out.append(i.data)
+        elif isinstance(i, (list, np.ndarray)):
+            arr = np.asarray(i)
+            if arr.dtype.kind not in "iub" and arr.size:
+                raise DTypeError(f"index: arrays used as indices must be integer or bool, got {arr.dtype}")
+            out.append(ref.device.backend.asarray(arr.astype(np.int64) if arr.dtype.kind == "f" or
+                                                  (arr.size == 0 and arr.dtype.kind != "b") else arr))
+        elif isinstance(i, float):
+            raise DTypeError(f"index: float index {i} (only integers, slices, None, Ellipsis, bool and "
+                             f"integer tensors are valid)")
+        else:
+            out.append(i)
+    return tuple(out) if isinstance(index, tuple) else out[0]
+
+
+# --- getitem, setitem ------------------------------------------------------------------------------
+class GetItem(Function):
+    name = "getitem"
+
+    @staticmethod
+    def forward(ctx, a, *, index):
+        ctx.in_shape, ctx.index = a.shape, index
+        return a[index]
+
+    @staticmethod
+    def backward(ctx, grad):
+        index = ctx.index
+        out = ctx.xp.zeros(ctx.in_shape, dtype=grad.dtype)
+        if is_basic(index) or _is_bool_index(index):
+            out[index] = grad  # no repeats possible
+        else:
+            scatter_add(ctx.xp, out, index, grad)
+        return out
+
+
+def getitem(a, index):
+    """``a[index]``: a view (sharing the version counter) for basic indices, a copy for advanced ones."""
+    index = convert_index(index, a)
+    out = GetItem.apply(a, index=index)
+    if is_basic(index):
+        share_version(out, a)
+    return out
+
+
 class SetItem(Function):
-    """Out-of-place ``a[index] = value``: the in-place form rebases onto this (see ops.setitem_)."""
+    """Out-of-place ``a[index] = value``: the in-place form rebases onto this (see inplace.setitem_)."""
     name = "setitem"
 
     @staticmethod
-    def forward(ctx, a, index, value):
+    def forward(ctx, a, value, *, index):
         out = a.copy()
         out[index] = value
-        ctx.meta = (index, getattr(value, "shape", ()))
+        ctx.index, ctx.value_shape = index, getattr(value, "shape", ())
         return out
 
     @staticmethod
     def backward(ctx, grad):
-        index, vshape = ctx.meta
+        index = ctx.index
         ga = gv = None
         if ctx.needs_input_grad[0]:
             ga = grad.copy()
             ga[index] = 0
-        if ctx.needs_input_grad[2]:
+        if ctx.needs_input_grad[1]:
             gv = grad[index]
-            if gv.shape != vshape:  # value was broadcast into the slot
+            if gv.shape != ctx.value_shape:  # value was broadcast into the slot
                 from ..autograd.engine import unbroadcast
-                gv = unbroadcast(gv, vshape, ctx, 2)
-        return ga, None, gv
+                gv = unbroadcast(gv, ctx.value_shape, ctx, 1)
+        return ga, gv
 
 
+# --- gather, masked_fill, one_hot ------------------------------------------------------------------
 class Gather(Function):
     """out[i][j] = a[i][index[i][j]] along ``dim`` (PyTorch's gather)."""
 
     @staticmethod
-    def forward(ctx, a, dim, index):
+    def forward(ctx, a, index, *, dim):
         full = open_grid(ctx.xp, index.shape)
         full[dim] = index
-        ctx.meta = (a.shape, tuple(full))
-        return a[tuple(full)]
+        ctx.in_shape, ctx.full_index = a.shape, tuple(full)
+        return a[ctx.full_index]
 
     @staticmethod
     def backward(ctx, grad):
-        shape, full = ctx.meta
-        out = ctx.xp.zeros(shape, dtype=grad.dtype)
-        scatter_add(ctx.xp, out, full, grad)
-        return out, None, None
+        out = ctx.xp.zeros(ctx.in_shape, dtype=grad.dtype)
+        scatter_add(ctx.xp, out, ctx.full_index, grad)
+        return out, None
+
+
+def _check_gather(a, dim, index):
+    if not isinstance(index, Tensor) or index.data.dtype.kind not in "iu":
+        raise DTypeError(f"gather: index must be an integer tensor, got "
+                         f"{index.dtype if isinstance(index, Tensor) else type(index).__name__}")
+    if index.ndim != a.ndim:
+        raise ShapeError(f"gather: index has {index.ndim} dims but input has {a.ndim} "
+                         f"(shapes {tuple(index.shape)}, {tuple(a.shape)})")
+    for d in range(a.ndim):
+        if d != dim and index.shape[d] > a.shape[d]:
+            raise ShapeError(f"gather: index shape {tuple(index.shape)} is larger than input shape "
+                             f"{tuple(a.shape)} in dim {d}")
+    if index.numel() and (int(index.data.min()) < -a.shape[dim] or int(index.data.max()) >= a.shape[dim]):
+        raise OpIndexError(f"gather: index out of range [{int(index.data.min())}, {int(index.data.max())}] "
+                           f"for dim {dim} of size {a.shape[dim]}")
+
+
+def gather(a, dim, index):
+    dim = dim_of(a, dim, "gather")
+    _check_gather(a, dim, index)
+    return Gather.apply(a, index, dim=dim)
+
+
+class MaskedFill(Function):
+    @staticmethod
+    def forward(ctx, a, mask, *, value):
+        ctx.save_for_backward(mask)
+        return ctx.xp.where(mask, ctx.xp.asarray(value, dtype=a.dtype), a)
+
+    @staticmethod
+    def backward(ctx, grad):
+        mask, = ctx.saved_tensors
+        return ctx.xp.where(mask, grad.dtype.type(0), grad), None
+
+
+def masked_fill(a, mask, value):
+    """``value`` (a number or a one-element tensor) where the bool ``mask`` (broadcast to ``a``) holds."""
+    mask = mask if isinstance(mask, Tensor) else as_tensor_like(mask, a)
+    if mask.data.dtype.kind != "b":
+        raise DTypeError(f"masked_fill: mask must be a bool tensor, got {mask.dtype}")
+    if isinstance(value, Tensor):
+        if value.numel() != 1:
+            raise ShapeError("masked_fill: value must be a number or a 0-dim tensor")
+        value = value.item()
+    try:
+        np.broadcast_shapes(tuple(mask.shape), tuple(a.shape))
+    except ValueError:
+        raise ShapeError(f"masked_fill: mask of shape {tuple(mask.shape)} does not broadcast to the "
+                         f"tensor's shape {tuple(a.shape)}") from None
+    return MaskedFill.apply(a, mask, value=value)
+
+
+def one_hot(t, num_classes=-1):
+    """(…,) int64 class indices -> (…, num_classes) int64 one-hot rows (no gradient)."""
+    if t.data.dtype.kind not in "iu":
+        raise DTypeError(f"one_hot: expects an integer tensor of class indices, got {t.dtype}")
+    xp = t.device.xp
+    if num_classes < 0:
+        num_classes = int(t.data.max()) + 1 if t.numel() else 0
+    if t.numel() and (int(t.data.min()) < 0 or int(t.data.max()) >= num_classes):
+        raise OpIndexError(f"one_hot: class values must be in [0, {num_classes}), got "
+                           f"[{int(t.data.min())}, {int(t.data.max())}]")
+    return wrap((t.data[..., None] == xp.arange(num_classes)).astype(np.int64), t.device)

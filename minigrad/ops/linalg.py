@@ -1,5 +1,10 @@
 """Matrix multiplication: 1-D, 2-D, batched, with broadcast batch dims (NumPy/PyTorch matmul rules)."""
+import numpy as np  # shape arithmetic only
+
 from ..autograd.function import Function
+from ..errors import ShapeError
+from ..tensor import Tensor
+from ._args import as_tensor_like
 
 
 def _mT(x):
@@ -44,3 +49,38 @@ class MatMul(Function):
             if b_vec:
                 gb = gb[..., 0]
         return ga, gb
+
+
+def matmul(a, b):
+    if not isinstance(b, Tensor):
+        b = as_tensor_like(b, a)
+    if a.ndim == 0 or b.ndim == 0:
+        raise ShapeError(f"matmul: both arguments need at least 1 dimension, got shapes "
+                         f"{tuple(a.shape)} and {tuple(b.shape)}")
+    k_a = a.shape[-1]
+    k_b = b.shape[0] if b.ndim == 1 else b.shape[-2]
+    if k_a != k_b:
+        raise ShapeError(f"matmul: shapes {tuple(a.shape)} and {tuple(b.shape)} are not aligned "
+                         f"({k_a} != {k_b})")
+    if a.ndim > 2 or b.ndim > 2:
+        try:
+            np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        except ValueError:
+            raise ShapeError(f"matmul: batch dims of shapes {tuple(a.shape)} and {tuple(b.shape)} do not "
+                             f"broadcast ({tuple(a.shape[:-2])} vs {tuple(b.shape[:-2])})") from None
+    return MatMul.apply(a, b)
+
+
+def _check_ndim(op, a, b, ndim):
+    if a.ndim != ndim or b.ndim != ndim:
+        raise ShapeError(f"{op}: expected {ndim}-D tensors, got shapes {tuple(a.shape)} and {tuple(b.shape)}")
+
+
+def mm(a, b):
+    _check_ndim("mm", a, b, 2)
+    return matmul(a, b)
+
+
+def bmm(a, b):
+    _check_ndim("bmm", a, b, 3)
+    return matmul(a, b)

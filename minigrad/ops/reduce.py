@@ -1,179 +1,313 @@
-"""Reductions over ``dim`` (an int, a tuple, or None for all), with ``keepdim`` as in PyTorch."""
+"""Reductions over ``dim`` (an int, a tuple, or None for all), with ``keepdim`` as in PyTorch.
+
+The public functions accept NumPy's spellings too (``axis=``, ``keepdims=``) and pass the Functions a
+normalised ``dim`` (non-negative ints) and ``keepdim`` by keyword.
+"""
+import collections
+import math
+
+import numpy as np
+
 from ..autograd.function import Function
+from ..backend import dtypes
+from ..errors import ArgumentError, DTypeError, ShapeError
+from ..tensor import Tensor
+from ._args import dim_arg, norm_dim, norm_dims, wrap
+from .elementwise import abs, cast, maximum, minimum, pow, sqrt
 from .indexing import open_grid
 
 
-def _expand_back(xp, grad, in_shape, axis, keepdim):
+def _expand_back(grad, in_shape, dim, keepdim):
     """Reshape a reduced gradient so it broadcasts against the input again."""
-    if axis is not None and not keepdim:
-        axes = (axis,) if isinstance(axis, int) else axis
-        shape = list(grad.shape)
-        for ax in sorted(a % len(in_shape) for a in axes):
-            shape.insert(ax, 1)
-        grad = grad.reshape(shape)
-    elif axis is None and not keepdim:
-        grad = grad.reshape((1,) * len(in_shape))
-    return grad
+    if keepdim:
+        return grad
+    if dim is None:
+        return grad.reshape((1,) * len(in_shape))
+    shape = list(grad.shape)
+    for d in sorted(d % len(in_shape) for d in ((dim,) if isinstance(dim, int) else dim)):
+        shape.insert(d, 1)
+    return grad.reshape(shape)
 
 
-def _count(shape, axis):
-    if axis is None:
-        n = 1
-        for s in shape:
-            n *= s
-        return n
-    axes = (axis,) if isinstance(axis, int) else axis
-    n = 1
-    for a in axes:
-        n *= shape[a]
-    return n
+def _numel(shape, dim):
+    """How many elements a reduction over ``dim`` combines into each result."""
+    if dim is None:
+        return math.prod(shape)
+    return math.prod(shape[d] for d in ((dim,) if isinstance(dim, int) else dim))
 
 
+def _reduce_args(a, dim, axis, keepdim, keepdims, op):
+    dim = norm_dims(dim_arg(dim, axis, op), a.ndim, op)
+    if keepdims is not None:
+        keepdim = keepdims
+    return dim, bool(keepdim)
+
+
+def _check_float(a, op):
+    if a.data.dtype.kind != "f":
+        raise DTypeError(f"{op}: input dtype should be floating point, got {a.dtype} "
+                         f"(call .float() first, as in PyTorch)")
+
+
+# --- sum, mean, var --------------------------------------------------------------------------------
 class Sum(Function):
     @staticmethod
-    def forward(ctx, a, axis, keepdim):
-        ctx.meta = (a.shape, axis, keepdim)
-        return a.sum(axis=axis, keepdims=keepdim)
+    def forward(ctx, a, *, dim, keepdim):
+        ctx.in_shape, ctx.dim, ctx.keepdim = a.shape, dim, keepdim
+        return a.sum(axis=dim, keepdims=keepdim)
 
     @staticmethod
     def backward(ctx, grad):
-        shape, axis, keepdim = ctx.meta
-        return ctx.xp.broadcast_to(_expand_back(ctx.xp, grad, shape, axis, keepdim), shape), None, None
+        return ctx.xp.broadcast_to(_expand_back(grad, ctx.in_shape, ctx.dim, ctx.keepdim), ctx.in_shape)
+
+
+def sum(a, dim=None, keepdim=False, *, axis=None, keepdims=None, dtype=None):
+    """Integer and bool tensors sum in int64, as in PyTorch."""
+    dim, keepdim = _reduce_args(a, dim, axis, keepdim, keepdims, "sum")
+    if dtype is not None:
+        a = cast(a, dtype)
+    elif a.data.dtype.kind in "biu":
+        a = cast(a, dtypes.int64)
+    return Sum.apply(a, dim=dim, keepdim=keepdim)
 
 
 class Mean(Function):
     @staticmethod
-    def forward(ctx, a, axis, keepdim):
-        ctx.meta = (a.shape, axis, keepdim)
-        return a.mean(axis=axis, keepdims=keepdim)
+    def forward(ctx, a, *, dim, keepdim):
+        ctx.in_shape, ctx.dim, ctx.keepdim = a.shape, dim, keepdim
+        return a.mean(axis=dim, keepdims=keepdim)
 
     @staticmethod
     def backward(ctx, grad):
-        shape, axis, keepdim = ctx.meta
-        g = _expand_back(ctx.xp, grad, shape, axis, keepdim) * (1.0 / max(_count(shape, axis), 1))
-        return ctx.xp.broadcast_to(g.astype(grad.dtype, copy=False), shape), None, None
+        g = _expand_back(grad, ctx.in_shape, ctx.dim, ctx.keepdim) * (1.0 / (_numel(ctx.in_shape, ctx.dim) or 1))
+        return ctx.xp.broadcast_to(g.astype(grad.dtype, copy=False), ctx.in_shape)
+
+
+def mean(a, dim=None, keepdim=False, *, axis=None, keepdims=None, dtype=None):
+    dim, keepdim = _reduce_args(a, dim, axis, keepdim, keepdims, "mean")
+    if dtype is not None:
+        a = cast(a, dtype)
+    else:
+        _check_float(a, "mean")
+    return Mean.apply(a, dim=dim, keepdim=keepdim)
 
 
 class Var(Function):
     """Variance with Bessel's ``correction`` (1 = unbiased, PyTorch's default)."""
 
     @staticmethod
-    def forward(ctx, a, axis, keepdim, correction):
-        mean = a.mean(axis=axis, keepdims=True)
-        centered = a - mean
-        n = _count(a.shape, axis)
+    def forward(ctx, a, *, dim, keepdim, correction):
+        centered = a - a.mean(axis=dim, keepdims=True)
         ctx.save_for_backward(centered)
-        ctx.meta = (a.shape, axis, keepdim, n - correction)
-        return (centered * centered).sum(axis=axis, keepdims=keepdim) / (n - correction)
+        ctx.in_shape, ctx.dim, ctx.keepdim = a.shape, dim, keepdim
+        ctx.dof = _numel(a.shape, dim) - correction
+        return (centered * centered).sum(axis=dim, keepdims=keepdim) / ctx.dof
 
     @staticmethod
     def backward(ctx, grad):
         centered, = ctx.saved_tensors
-        shape, axis, keepdim, dof = ctx.meta
-        g = _expand_back(ctx.xp, grad, shape, axis, keepdim)
-        return g * centered * (2.0 / dof), None, None, None
+        return _expand_back(grad, ctx.in_shape, ctx.dim, ctx.keepdim) * centered * (2.0 / ctx.dof)
 
 
+def var(a, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None, keepdims=None):
+    dim, keepdim = _reduce_args(a, dim, axis, keepdim, keepdims, "var")
+    _check_float(a, "var/std")
+    if correction is None:
+        correction = 1 if unbiased is None or unbiased else 0
+    return Var.apply(a, dim=dim, keepdim=keepdim, correction=correction)
+
+
+def std(a, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None, keepdims=None):
+    return sqrt(var(a, dim, unbiased, keepdim, correction=correction, axis=axis, keepdims=keepdims))
+
+
+# --- max, min --------------------------------------------------------------------------------------
 class MaxDim(Function):
-    """max/min along one dim: values, plus indices kept on ctx; the gradient goes to the chosen index."""
+    """max/min along one dim: the values at ``index`` (the argmax/argmin, keeping the dim), which the
+    public function computed once for both results; the gradient goes to that index."""
 
     @staticmethod
-    def forward(ctx, a, axis, keepdim, take_min):
-        xp = ctx.xp
-        idx = xp.argmin(a, axis=axis) if take_min else xp.argmax(a, axis=axis)
-        idx_k = xp.expand_dims(idx, axis)
-        ctx.indices = idx if not keepdim else idx_k
-        ctx.meta = (a.shape, a.dtype, axis, keepdim, idx_k)
-        values = xp.take_along_axis(a, idx_k, axis=axis)
-        return values if keepdim else values.squeeze(axis)
+    def forward(ctx, a, *, dim, keepdim, index):
+        ctx.in_shape, ctx.dim, ctx.keepdim, ctx.index = a.shape, dim, keepdim, index
+        values = ctx.xp.take_along_axis(a, index, axis=dim)
+        return values if keepdim else values.squeeze(dim)
 
     @staticmethod
     def backward(ctx, grad):
-        shape, dtype, axis, keepdim, idx_k = ctx.meta
-        xp = ctx.xp
-        out = xp.zeros(shape, dtype=grad.dtype)
-        g = grad if keepdim else xp.expand_dims(grad, axis)
-        full = open_grid(xp, idx_k.shape)  # out[..., idx, ...] = g along ``axis`` (put_along_axis)
-        full[axis] = idx_k
-        out[tuple(full)] = g
-        return out, None, None, None
+        xp, dim = ctx.xp, ctx.dim
+        out = xp.zeros(ctx.in_shape, dtype=grad.dtype)
+        full = open_grid(xp, ctx.index.shape)  # out[..., index, ...] = grad along ``dim`` (put_along_axis)
+        full[dim] = ctx.index
+        out[tuple(full)] = grad if ctx.keepdim else xp.expand_dims(grad, dim)
+        return out
 
 
 class Amax(Function):
     """max/min over all elements (or several dims): ties share the gradient equally (PyTorch's amax)."""
 
     @staticmethod
-    def forward(ctx, a, axis, keepdim, take_min):
-        out = a.min(axis=axis, keepdims=True) if take_min else a.max(axis=axis, keepdims=True)
+    def forward(ctx, a, *, dim, keepdim, take_min):
+        out = a.min(axis=dim, keepdims=True) if take_min else a.max(axis=dim, keepdims=True)
         ctx.save_for_backward(a, out)
-        ctx.meta = (a.shape, axis, keepdim)
-        return out if keepdim else (out.reshape(()) if axis is None else out.squeeze(axis))
+        ctx.in_shape, ctx.dim, ctx.keepdim = a.shape, dim, keepdim
+        return out if keepdim else (out.reshape(()) if dim is None else out.squeeze(dim))
 
     @staticmethod
     def backward(ctx, grad):
         a, out = ctx.saved_tensors
-        shape, axis, keepdim = ctx.meta
         mask = (a == out)
-        count = mask.sum(axis=axis, keepdims=True)
-        g = _expand_back(ctx.xp, grad, shape, axis, keepdim)
-        return (g * mask / count).astype(grad.dtype, copy=False), None, None, None
+        count = mask.sum(axis=ctx.dim, keepdims=True)
+        g = _expand_back(grad, ctx.in_shape, ctx.dim, ctx.keepdim)
+        return (g * mask / count).astype(grad.dtype, copy=False)
 
 
+MaxResult = collections.namedtuple("max", ["values", "indices"])
+MinResult = collections.namedtuple("min", ["values", "indices"])
+
+
+def _max_min(a, dim, keepdim, axis, keepdims, other, op):
+    take_min = op == "min"
+    if isinstance(dim, Tensor):  # torch.max(a, b) is maximum
+        other, dim = dim, None
+    if other is not None:
+        return minimum(a, other) if take_min else maximum(a, other)
+    dim, keepdim = _reduce_args(a, dim, axis, keepdim, keepdims, op)
+    if a.data.size == 0:
+        raise ShapeError(f"{op}: cannot reduce an empty tensor of shape {tuple(a.shape)}")
+    if dim is None or isinstance(dim, tuple):
+        return Amax.apply(a, dim=dim, keepdim=keepdim, take_min=take_min)
+    xp = a.device.xp
+    index = xp.expand_dims((xp.argmin if take_min else xp.argmax)(a.data, axis=dim), dim)
+    values = MaxDim.apply(a, dim=dim, keepdim=keepdim, index=index)
+    indices = wrap((index if keepdim else index.squeeze(dim)).astype(np.int64, copy=False), a.device)
+    return (MinResult if take_min else MaxResult)(values, indices)
+
+
+def max(a, dim=None, keepdim=False, *, axis=None, keepdims=None, other=None):
+    """``max(a)`` → scalar; ``max(a, dim)`` → (values, indices); ``max(a, b)`` → maximum."""
+    return _max_min(a, dim, keepdim, axis, keepdims, other, "max")
+
+
+def min(a, dim=None, keepdim=False, *, axis=None, keepdims=None, other=None):
+    """``min(a)`` → scalar; ``min(a, dim)`` → (values, indices); ``min(a, b)`` → minimum."""
+    return _max_min(a, dim, keepdim, axis, keepdims, other, "min")
+
+
+def amax(a, dim=None, keepdim=False, *, axis=None, keepdims=None):
+    dim, keepdim = _reduce_args(a, dim, axis, keepdim, keepdims, "amax")
+    return Amax.apply(a, dim=dim, keepdim=keepdim, take_min=False)
+
+
+def amin(a, dim=None, keepdim=False, *, axis=None, keepdims=None):
+    dim, keepdim = _reduce_args(a, dim, axis, keepdim, keepdims, "amin")
+    return Amax.apply(a, dim=dim, keepdim=keepdim, take_min=True)
+
+
+def _arg_reduce(a, dim, keepdim, axis, op):
+    dim = dim_arg(dim, axis, op)
+    dim = None if dim is None else norm_dim(dim, a.ndim, op)
+    xp = a.device.xp
+    try:
+        res = (xp.argmin if op == "argmin" else xp.argmax)(a.data, axis=dim)
+    except ValueError:
+        raise ShapeError(f"{op}: cannot reduce an empty dim (shape {tuple(a.shape)}, dim {dim})") from None
+    if dim is None:
+        res = xp.asarray(res, dtype=np.int64).reshape((1,) * a.ndim if keepdim else ())
+    elif keepdim:
+        res = xp.expand_dims(res, dim)
+    return wrap(res.astype(np.int64, copy=False), a.device)
+
+
+def argmax(a, dim=None, keepdim=False, *, axis=None):
+    return _arg_reduce(a, dim, keepdim, axis, "argmax")
+
+
+def argmin(a, dim=None, keepdim=False, *, axis=None):
+    return _arg_reduce(a, dim, keepdim, axis, "argmin")
+
+
+# --- logsumexp, prod, cumsum, norm -----------------------------------------------------------------
 class LogSumExp(Function):
     name = "logsumexp"
 
     @staticmethod
-    def forward(ctx, a, axis, keepdim):
+    def forward(ctx, a, *, dim, keepdim):
         xp = ctx.xp
-        m = a.max(axis=axis, keepdims=True)
+        m = a.max(axis=dim, keepdims=True)
         m = xp.where(xp.isfinite(m), m, 0)
-        out = xp.log(xp.exp(a - m).sum(axis=axis, keepdims=True)) + m
+        out = xp.log(xp.exp(a - m).sum(axis=dim, keepdims=True)) + m
         ctx.save_for_backward(a, out)
-        ctx.meta = (a.shape, axis, keepdim)
+        ctx.in_shape, ctx.dim, ctx.keepdim = a.shape, dim, keepdim
         if keepdim:
             return out
-        return out.reshape(()) if axis is None else out.squeeze(axis)
+        return out.reshape(()) if dim is None else out.squeeze(dim)
 
     @staticmethod
     def backward(ctx, grad):
         a, out = ctx.saved_tensors
-        shape, axis, keepdim = ctx.meta
-        g = _expand_back(ctx.xp, grad, shape, axis, keepdim)
-        return g * ctx.xp.exp(a - out), None, None
+        return _expand_back(grad, ctx.in_shape, ctx.dim, ctx.keepdim) * ctx.xp.exp(a - out)
+
+
+def logsumexp(a, dim=None, keepdim=False, *, axis=None, keepdims=None):
+    dim, keepdim = _reduce_args(a, dim, axis, keepdim, keepdims, "logsumexp")
+    if a.data.dtype.kind != "f":
+        a = cast(a, dtypes.default_float)
+    return LogSumExp.apply(a, dim=dim, keepdim=keepdim)
 
 
 class Prod(Function):
     """Product along one dim (or all). The gradient uses exclusive cumulative products, so zeros are fine."""
 
     @staticmethod
-    def forward(ctx, a, axis, keepdim):
+    def forward(ctx, a, *, dim, keepdim):
         ctx.save_for_backward(a)
-        ctx.meta = (axis, keepdim)
-        return a.prod(axis=axis, keepdims=keepdim)
+        ctx.dim, ctx.keepdim = dim, keepdim
+        return a.prod(axis=dim, keepdims=keepdim)
 
     @staticmethod
     def backward(ctx, grad):
         a, = ctx.saved_tensors
-        axis, keepdim = ctx.meta
-        xp = ctx.xp
-        ax = 0 if axis is None else axis
-        x = xp.moveaxis(a.reshape(-1) if axis is None else a, ax, -1)  # the reduced dim last
+        xp, dim = ctx.xp, ctx.dim
+        d = 0 if dim is None else dim
+        x = xp.moveaxis(a.reshape(-1) if dim is None else a, d, -1)  # the reduced dim last
         ones = xp.ones_like(x[..., :1])
         # d prod / d x_i = (x_0 ... x_{i-1}) * (x_{i+1} ... x_{n-1}): products left and right of i
         left = xp.cumprod(xp.concatenate([ones, x[..., :-1]], axis=-1), axis=-1)
         right = xp.cumprod(xp.concatenate([ones, x[..., :0:-1]], axis=-1), axis=-1)[..., ::-1]
-        others = xp.moveaxis(left * right, -1, ax).reshape(a.shape)
-        g = _expand_back(xp, grad, a.shape, axis, keepdim)
-        return g * others, None, None
+        others = xp.moveaxis(left * right, -1, d).reshape(a.shape)
+        return _expand_back(grad, a.shape, dim, ctx.keepdim) * others
+
+
+def prod(a, dim=None, keepdim=False, *, axis=None, keepdims=None):
+    dim, keepdim = _reduce_args(a, dim, axis, keepdim, keepdims, "prod")
+    if isinstance(dim, tuple):
+        raise ArgumentError("prod: dim must be a single int (as in PyTorch)")
+    return Prod.apply(a, dim=dim, keepdim=keepdim)
 
 
 class Cumsum(Function):
     @staticmethod
-    def forward(ctx, a, axis):
-        ctx.axis = axis
-        return ctx.xp.cumsum(a, axis=axis)
+    def forward(ctx, a, *, dim):
+        ctx.dim = dim
+        return ctx.xp.cumsum(a, axis=dim)
 
     @staticmethod
     def backward(ctx, grad):
-        xp, axis = ctx.xp, ctx.axis
-        return xp.flip(xp.cumsum(xp.flip(grad, axis), axis=axis), axis), None
+        xp, dim = ctx.xp, ctx.dim
+        return xp.flip(xp.cumsum(xp.flip(grad, dim), axis=dim), dim)
+
+
+def cumsum(a, dim=None, *, axis=None):
+    dim = dim_arg(dim, axis, "cumsum")
+    if dim is None:
+        raise ArgumentError("cumsum: dim is required")
+    return Cumsum.apply(a, dim=norm_dim(dim, a.ndim, "cumsum"))
+
+
+def norm(a, p=2, dim=None, keepdim=False):
+    """The p-norm over ``dim`` (all elements by default), composed from differentiable ops."""
+    if p == 2:
+        return sqrt(sum(a * a, dim, keepdim))
+    if p == 1:
+        return sum(abs(a), dim, keepdim)
+    return pow(sum(pow(abs(a), p), dim, keepdim), 1.0 / p)

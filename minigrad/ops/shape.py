@@ -1,32 +1,119 @@
-"""Shape ops. Most are views: they share storage (and the version counter) with their input."""
+"""Shape ops. Most are views: they share storage (and the version counter) with their input.
+
+``view(dtype)`` reinterprets the bytes, as in PyTorch: a view without a gradient.
+"""
+import itertools
+import math
+
+from ..autograd import grad_mode
 from ..autograd.function import Function
+from ..backend import dtypes
+from ..errors import ArgumentError, AutogradError, OpIndexError, ShapeError
+from ..tensor import Tensor
+from ._args import dim_arg, dim_of, norm_dim, norm_dims, share_version, wrap
+from .indexing import getitem
 
 
+def _shape_arg(shape):
+    """``f(2, 3)`` and ``f((2, 3))`` alike: a tuple of ints."""
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    return tuple(int(s) for s in shape)
+
+
+# --- reshape and views -----------------------------------------------------------------------------
 class Reshape(Function):
     @staticmethod
-    def forward(ctx, a, shape):
+    def forward(ctx, a, *, shape):
         ctx.in_shape = a.shape
         return a.reshape(shape)
 
     @staticmethod
     def backward(ctx, grad):
-        return grad.reshape(ctx.in_shape), None
+        return grad.reshape(ctx.in_shape)
+
+
+def reshape(a, *shape):
+    shape = _shape_arg(shape)
+    size = a.data.size
+    known = math.prod(s for s in shape if s != -1)
+    if shape.count(-1) > 1 or (shape.count(-1) == 0 and known != size) or \
+            (shape.count(-1) == 1 and (known == 0 or size % known)):
+        raise ShapeError(f"reshape: shape {shape} is invalid for a tensor of shape {tuple(a.shape)} "
+                         f"({size} elements)")
+    if tuple(shape) == a.shape:
+        return a
+    return share_version(Reshape.apply(a, shape=shape), a)
+
+
+def view(a, *shape):
+    """``view(*shape)`` is ``reshape``; ``view(dtype)`` reinterprets the bits (see ``_view_as_dtype``)."""
+    if len(shape) == 1 and not isinstance(shape[0], (tuple, list, int)):
+        return _view_as_dtype(a, shape[0])
+    return reshape(a, *shape)
+
+
+def _view_as_dtype(a, dtype):
+    """The same bytes read as ``dtype`` (PyTorch's ``view(dtype)``): same element size, same shape; else the
+    last dim (contiguous) scales by the size ratio. Shares storage and version counter; no gradient."""
+    dt = dtypes.to_dtype(dtype)
+    src, new = a.data.dtype, dt.np_dtype
+    if new == src:
+        return a
+    if a.requires_grad and grad_mode.is_grad_enabled():
+        raise AutogradError(f"view: reinterpreting the bits of a {src} tensor that requires grad as {dt.name} "
+                            f"has no gradient; call detach() first (or use .to({dt.name}) to convert values)")
+    if new.itemsize != src.itemsize:
+        where = f"a tensor of shape {tuple(a.shape)} ({src}) as {dt.name}"
+        if a.ndim == 0:
+            raise ShapeError(f"view: can't view {where}: a 0-d tensor keeps its element size "
+                             f"({src.itemsize} bytes, {dt.name} has {new.itemsize})")
+        if a.shape[-1] != 1 and a.data.strides[-1] != src.itemsize:
+            raise ShapeError(f"view: can't view {where}: the last dim must be contiguous (stride 1, got "
+                             f"{a.data.strides[-1] // src.itemsize}); call contiguous() first")
+        if a.shape[-1] * src.itemsize % new.itemsize:
+            raise ShapeError(f"view: can't view {where}: the last dim's {a.shape[-1] * src.itemsize} bytes "
+                             f"are not a multiple of {dt.name}'s {new.itemsize}")
+    try:
+        arr = a.data.view(new)
+    except ValueError as e:  # NumPy's remaining rules (e.g. the last dim's offset alignment)
+        raise ShapeError(f"view: can't view a tensor of shape {tuple(a.shape)} ({src}) as {dt.name}: {e}") \
+            from None
+    out = wrap(arr, a.device)
+    out._vc, out._is_view = a._vc, True
+    return out
 
 
 class Transpose(Function):
     @staticmethod
-    def forward(ctx, a, d0, d1):
-        ctx.dims = (d0, d1)
-        return a.swapaxes(d0, d1)
+    def forward(ctx, a, *, dim0, dim1):
+        ctx.dim0, ctx.dim1 = dim0, dim1
+        return a.swapaxes(dim0, dim1)
 
     @staticmethod
     def backward(ctx, grad):
-        return grad.swapaxes(*ctx.dims), None, None
+        return grad.swapaxes(ctx.dim0, ctx.dim1)
+
+
+def transpose(a, dim0, dim1):
+    d0, d1 = norm_dim(dim0, a.ndim, "transpose"), norm_dim(dim1, a.ndim, "transpose")
+    if a.ndim < 2 and d0 == d1:
+        return a
+    return share_version(Transpose.apply(a, dim0=d0, dim1=d1), a)
+
+
+swapaxes = transpose
+
+
+def t(a):
+    if a.ndim > 2:
+        raise ShapeError(f"t: expects a tensor with <= 2 dimensions, got {a.ndim}")
+    return a if a.ndim < 2 else transpose(a, 0, 1)
 
 
 class Permute(Function):
     @staticmethod
-    def forward(ctx, a, dims):
+    def forward(ctx, a, *, dims):
         ctx.dims = dims
         return a.transpose(dims)
 
@@ -35,19 +122,94 @@ class Permute(Function):
         inverse = [0] * len(ctx.dims)
         for i, d in enumerate(ctx.dims):
             inverse[d] = i
-        return grad.transpose(inverse), None
+        return grad.transpose(inverse)
+
+
+def permute(a, *dims):
+    dims = _shape_arg(dims)
+    if sorted(norm_dim(d, a.ndim, "permute") for d in dims) != list(range(a.ndim)):
+        raise ShapeError(f"permute: dims {dims} are not a permutation of the {a.ndim} dims of a tensor "
+                         f"of shape {tuple(a.shape)}")
+    return share_version(Permute.apply(a, dims=tuple(d % a.ndim for d in dims)), a)
 
 
 class Expand(Function):
     """A broadcast view; the engine's un-broadcasting sums the gradient back."""
 
     @staticmethod
-    def forward(ctx, a, shape):
+    def forward(ctx, a, *, shape):
         return ctx.xp.broadcast_to(a, shape)
 
     @staticmethod
     def backward(ctx, grad):
-        return grad, None
+        return grad
+
+
+def expand(a, *sizes):
+    sizes = _shape_arg(sizes)
+    if len(sizes) < a.ndim:
+        raise ShapeError(f"expand: the number of sizes ({len(sizes)}) must be >= the number of dims "
+                         f"({a.ndim}) of a tensor of shape {tuple(a.shape)}")
+    lead = len(sizes) - a.ndim
+    shape = []
+    for i, s in enumerate(sizes):
+        if s == -1:
+            if i < lead:
+                raise ShapeError("expand: -1 is not allowed for new leading dims")
+            s = a.shape[i - lead]
+        elif i >= lead and a.shape[i - lead] not in (1, s):
+            raise ShapeError(f"expand: cannot expand dim {i - lead} of size {a.shape[i - lead]} to {s} "
+                             f"(shape {tuple(a.shape)} → {sizes})")
+        shape.append(s)
+    return share_version(Expand.apply(a, shape=tuple(shape)), a)
+
+
+def expand_as(a, other):
+    return expand(a, *other.shape)
+
+
+def broadcast_to(a, shape):
+    return expand(a, *shape)
+
+
+def squeeze(a, dim=None):
+    if dim is None:
+        shape = tuple(s for s in a.shape if s != 1)
+    else:
+        dims = norm_dims(dim if isinstance(dim, tuple) else (dim,), a.ndim, "squeeze")
+        shape = tuple(s for i, s in enumerate(a.shape) if not (i in dims and s == 1))
+    return reshape(a, shape)
+
+
+def unsqueeze(a, dim):
+    if not -a.ndim - 1 <= dim <= a.ndim:
+        raise OpIndexError(f"unsqueeze: dim {dim} is out of range for a tensor with {a.ndim} dims")
+    dim = dim % (a.ndim + 1)
+    return reshape(a, a.shape[:dim] + (1,) + a.shape[dim:])
+
+
+def flatten(a, start_dim=0, end_dim=-1):
+    if a.ndim == 0:
+        return reshape(a, 1)
+    s = norm_dim(start_dim, a.ndim, "flatten")
+    e = norm_dim(end_dim, a.ndim, "flatten")
+    if s > e:
+        raise ArgumentError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
+    return reshape(a, a.shape[:s] + (math.prod(a.shape[s:e + 1]),) + a.shape[e + 1:])
+
+
+def unflatten(a, dim, sizes):
+    dim = dim_of(a, dim, "unflatten")
+    return reshape(a, a.shape[:dim] + tuple(sizes) + a.shape[dim + 1:])
+
+
+# --- joining and splitting -------------------------------------------------------------------------
+def _check_tensor_list(tensors, op):
+    """``tensors``: a non-empty sequence of Tensors."""
+    if not tensors:
+        raise ArgumentError(f"{op}: expected a non-empty sequence of tensors")
+    if not all(isinstance(x, Tensor) for x in tensors):
+        raise ArgumentError(f"{op}: expected a sequence of Tensors")
 
 
 class Cat(Function):
@@ -59,13 +221,25 @@ class Cat(Function):
 
     @staticmethod
     def backward(ctx, grad):
-        xp = ctx.xp
-        cuts = []
-        total = 0
-        for s in ctx.sizes[:-1]:
-            total += s
-            cuts.append(total)
-        return tuple(xp.split(grad, cuts, axis=ctx.dim))
+        cuts = list(itertools.accumulate(ctx.sizes[:-1]))
+        return tuple(ctx.xp.split(grad, cuts, axis=ctx.dim))
+
+
+def cat(tensors, dim=None, *, axis=None):
+    tensors = list(tensors)
+    _check_tensor_list(tensors, "cat")
+    dim = norm_dim(dim_arg(dim, axis, "cat") or 0, tensors[0].ndim, "cat")
+    ref = tensors[0].shape
+    for i, x in enumerate(tensors):
+        if x.ndim != len(ref) or any(s != r for j, (s, r) in enumerate(zip(x.shape, ref)) if j != dim):
+            raise ShapeError(f"cat: tensor {i} has shape {tuple(x.shape)}, which does not match "
+                             f"{tuple(ref)} outside dim {dim}")
+    if len(tensors) == 1:
+        return tensors[0]
+    return Cat.apply(*tensors, dim=dim)
+
+
+concatenate = concat = cat
 
 
 class Stack(Function):
@@ -77,72 +251,149 @@ class Stack(Function):
 
     @staticmethod
     def backward(ctx, grad):
-        xp = ctx.xp
-        return tuple(xp.take(grad, i, axis=ctx.dim) for i in range(ctx.n))
+        return tuple(ctx.xp.take(grad, i, axis=ctx.dim) for i in range(ctx.n))
 
 
+def stack(tensors, dim=None, *, axis=None):
+    tensors = list(tensors)
+    _check_tensor_list(tensors, "stack")
+    dim = dim_arg(dim, axis, "stack") or 0
+    n = tensors[0].ndim + 1
+    if not -n <= dim < n:
+        raise OpIndexError(f"stack: dim {dim} is out of range for {n}-dim results")
+    for i, x in enumerate(tensors):
+        if x.shape != tensors[0].shape:
+            raise ShapeError(f"stack: expects each tensor to be equal size, but got {tuple(tensors[0].shape)}"
+                             f" at entry 0 and {tuple(x.shape)} at entry {i}")
+    return Stack.apply(*tensors, dim=dim % n)
+
+
+def narrow(a, dim, start, length):
+    dim = dim_of(a, dim, "narrow")
+    return getitem(a, (slice(None),) * dim + (slice(start, start + length),))
+
+
+def split(a, split_size_or_sections, dim=0):
+    dim = dim_of(a, dim, "split")
+    n = a.shape[dim]
+    if isinstance(split_size_or_sections, int):
+        if split_size_or_sections <= 0:
+            raise ArgumentError(f"split: split_size must be positive, got {split_size_or_sections}")
+        sizes = [split_size_or_sections] * (n // split_size_or_sections)
+        if n % split_size_or_sections:
+            sizes.append(n % split_size_or_sections)
+    else:
+        sizes = list(split_size_or_sections)
+        if sum(sizes) != n:
+            raise ShapeError(f"split: sections {sizes} do not add up to {n} (dim {dim} of shape "
+                             f"{tuple(a.shape)})")
+    starts = itertools.accumulate([0] + sizes[:-1])
+    return tuple(narrow(a, dim, start, s) for start, s in zip(starts, sizes))
+
+
+def chunk(a, chunks, dim=0):
+    if chunks <= 0:
+        raise ArgumentError(f"chunk: chunks must be positive, got {chunks}")
+    dim = dim_of(a, dim, "chunk")
+    return split(a, max(-(-a.shape[dim] // chunks), 1), dim)
+
+
+# --- padding, tiling, triangles, flips -------------------------------------------------------------
 class Pad(Function):
     """Constant padding; ``widths`` is NumPy's ((before, after), ...) per dim."""
 
     @staticmethod
-    def forward(ctx, a, widths, value):
+    def forward(ctx, a, *, widths, value):
         ctx.slices = tuple(slice(b, b + n) for (b, _), n in zip(widths, a.shape))
         return ctx.xp.pad(a, widths, mode="constant", constant_values=value)
 
     @staticmethod
     def backward(ctx, grad):
-        return grad[ctx.slices], None, None
+        return grad[ctx.slices]
+
+
+def pad(a, pad, mode="constant", value=0.0):
+    """PyTorch order: ``pad=(left, right, top, bottom, ...)`` starting from the last dim."""
+    if mode != "constant":
+        raise ArgumentError(f"pad: only mode='constant' is supported, got {mode!r}")
+    if len(pad) % 2 or len(pad) // 2 > a.ndim:
+        raise ArgumentError(f"pad: padding {tuple(pad)} must have an even length of at most 2*{a.ndim}")
+    widths = [(0, 0)] * a.ndim
+    for i in range(len(pad) // 2):
+        lo, hi = int(pad[2 * i]), int(pad[2 * i + 1])
+        if lo < 0 or hi < 0:
+            raise ArgumentError("pad: negative padding is not supported")
+        widths[a.ndim - 1 - i] = (lo, hi)
+    return Pad.apply(a, widths=tuple(widths), value=value)
 
 
 class Repeat(Function):
     """Tile ``a`` ``reps`` times per dim (PyTorch's ``repeat``)."""
 
     @staticmethod
-    def forward(ctx, a, reps):
-        ctx.in_shape = (1,) * (len(reps) - a.ndim) + a.shape
-        ctx.a_shape = a.shape
+    def forward(ctx, a, *, reps):
+        ctx.padded_shape = (1,) * (len(reps) - a.ndim) + a.shape
+        ctx.in_shape = a.shape
         ctx.reps = reps
         return ctx.xp.tile(a, reps)
 
     @staticmethod
     def backward(ctx, grad):
         split = []
-        for r, s in zip(ctx.reps, ctx.in_shape):
+        for r, s in zip(ctx.reps, ctx.padded_shape):
             split += [r, s]
         g = grad.reshape(split).sum(axis=tuple(range(0, len(split), 2)))
-        return g.reshape(ctx.a_shape), None
+        return g.reshape(ctx.in_shape)
+
+
+def repeat(a, *sizes):
+    sizes = _shape_arg(sizes)
+    if len(sizes) < a.ndim:
+        raise ShapeError(f"repeat: number of repeat dims ({len(sizes)}) can not be smaller than the "
+                         f"number of tensor dims ({a.ndim})")
+    return Repeat.apply(a, reps=sizes)
 
 
 class Tril(Function):
+    """The lower (``upper=False``) or upper triangle from ``diagonal`` on; the rest is zero."""
+
     @staticmethod
-    def forward(ctx, a, k, upper):
-        ctx.k, ctx.upper = k, upper
-        return ctx.xp.triu(a, k) if upper else ctx.xp.tril(a, k)
+    def forward(ctx, a, *, diagonal, upper):
+        ctx.diagonal, ctx.upper = diagonal, upper
+        return ctx.xp.triu(a, diagonal) if upper else ctx.xp.tril(a, diagonal)
 
     @staticmethod
     def backward(ctx, grad):
         xp = ctx.xp
-        return (xp.triu(grad, ctx.k) if ctx.upper else xp.tril(grad, ctx.k)), None, None
+        return xp.triu(grad, ctx.diagonal) if ctx.upper else xp.tril(grad, ctx.diagonal)
 
 
-class MaskedFill(Function):
-    @staticmethod
-    def forward(ctx, a, mask, value):
-        ctx.save_for_backward(mask)
-        return ctx.xp.where(mask, ctx.xp.asarray(value, dtype=a.dtype), a)
+def _triangle(a, diagonal, upper):
+    if a.ndim < 2:
+        op = "triu" if upper else "tril"
+        raise ShapeError(f"{op}: input must have at least 2 dims, got shape {tuple(a.shape)}")
+    return Tril.apply(a, diagonal=diagonal, upper=upper)
 
-    @staticmethod
-    def backward(ctx, grad):
-        mask, = ctx.saved_tensors
-        return ctx.xp.where(mask, grad.dtype.type(0), grad), None, None
+
+def tril(a, diagonal=0):
+    return _triangle(a, diagonal, False)
+
+
+def triu(a, diagonal=0):
+    return _triangle(a, diagonal, True)
 
 
 class Flip(Function):
     @staticmethod
-    def forward(ctx, a, dims):
+    def forward(ctx, a, *, dims):
         ctx.dims = dims
         return ctx.xp.flip(a, dims)
 
     @staticmethod
     def backward(ctx, grad):
-        return ctx.xp.flip(grad, ctx.dims), None
+        return ctx.xp.flip(grad, ctx.dims)
+
+
+def flip(a, dims):
+    dims = norm_dims(tuple(dims) if isinstance(dims, (list, tuple)) else (dims,), a.ndim, "flip")
+    return Flip.apply(a, dims=dims)

@@ -356,7 +356,7 @@ def test_engine_unbroadcasts_returned_gradients():
     SumToScalar.apply(x).sum().backward()
     np.testing.assert_allclose(host(x.grad), np.full((2, 3), 4.0))
     y = leaf(np.ones((1, 3)))
-    mg.ops.E.Add.apply(y, mg.tensor(np.ones((5, 3)))).sum().backward()  # broadcast input, grad summed back
+    mg.ops.elementwise.Add.apply(y, mg.tensor(np.ones((5, 3)))).sum().backward()  # broadcast input, grad summed back
     np.testing.assert_allclose(host(y.grad), np.full((1, 3), 5.0))
 
 

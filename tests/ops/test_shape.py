@@ -243,3 +243,52 @@ def test_shape_errors(device):
         mg.zeros(2, 2, 2, device=device).t()
     with pytest.raises(ArgumentError, match="flatten"):
         mg.zeros(2, 2, 2, device=device).flatten(2, 1)
+
+
+# --- view(dtype): the same bytes read as another dtype ---------------------------------------------
+@pytest.mark.parametrize("src, dst", [(np.float32, np.int32), (np.int64, np.float64), (np.float16, np.int16),
+                                      (np.uint8, np.int8)])
+def test_view_dtype_same_size_reinterprets_bits_and_keeps_shape(src, dst, device):
+    data = (rand(2, 3) * 100).astype(src)
+    x = mg.tensor(data, device=device)
+    v = x.view(dst)
+    assert v.shape == (2, 3) and v.dtype.np_dtype == np.dtype(dst)
+    np.testing.assert_array_equal(host(v), data.view(dst))
+
+
+@pytest.mark.parametrize("src, dst, shape", [(np.float32, np.float16, (2, 6)), (np.float32, np.uint8, (2, 12)),
+                                             (np.int8, np.int32, (2, 1)), (np.float16, np.float64, (2, 1))])
+def test_view_dtype_other_size_scales_the_last_dim(src, dst, shape, device):
+    data = (rand(2, 3) * 10).astype(src) if np.dtype(src).itemsize >= np.dtype(dst).itemsize \
+        else (rand(2, 4) * 10).astype(src)
+    x = mg.tensor(data, device=device)
+    v = x.view(np.dtype(dst).name)
+    assert v.shape == shape
+    np.testing.assert_array_equal(host(v), data.view(dst))
+
+
+def test_view_dtype_shares_storage_and_version_counter(device):
+    x = mg.zeros(2, 2, device=device)
+    bits = x.view(mg.int32)
+    with mg.no_grad():
+        x.add_(1.0)
+    assert bits._version == x._version == 1
+    np.testing.assert_array_equal(host(bits), np.ones((2, 2), np.float32).view(np.int32))
+    bits.fill_(0)                                   # writing through the view changes the base
+    assert x._version == 2 and host(x).sum() == 0
+    assert x.view(mg.float32) is x                  # the same dtype: the tensor itself, as reshape
+
+
+def test_view_dtype_errors(device):
+    with pytest.raises(ShapeError, match=r"view: .*\(2, 3\) \(int8\) as int32.*not a multiple"):
+        mg.zeros(2, 3, dtype=mg.int8, device=device).view(mg.int32)
+    with pytest.raises(ShapeError, match=r"view: .*\(3, 2\) \(float32\) as float16.*last dim must be contiguous"):
+        mg.zeros(2, 3, device=device).T.view(mg.float16)
+    with pytest.raises(ShapeError, match=r"view: .*0-d tensor"):
+        mg.tensor(1.0, device=device).view(mg.float64)
+    x = mg.ones(2, 2, requires_grad=True, device=device)
+    with pytest.raises(mg.errors.AutogradError, match=r"view: .*requires grad as int32.*detach"):
+        x.view(mg.int32)
+    assert not x.detach().view(mg.int32).requires_grad
+    with mg.no_grad():
+        assert x.view(mg.int32).dtype == mg.int32

@@ -3,6 +3,7 @@ import math
 
 from ...errors import ArgumentError
 from ...ops.nn._util import ntuple
+from ...ops.nn.conv import check_groups, conv_padding
 from .. import functional as F
 from .. import init
 from ..module import Module
@@ -18,8 +19,7 @@ class _ConvNd(Module):
         super().__init__()
         name = type(self).__name__
         nd = self._nd
-        if isinstance(groups, bool) or not isinstance(groups, int) or groups < 1:
-            raise ArgumentError(f"{name}: groups must be a positive integer, got {groups!r}")
+        check_groups(name, groups)
         if in_channels % groups:
             raise ArgumentError(f"{name}: in_channels ({in_channels}) must be divisible by groups ({groups})")
         if out_channels % groups:
@@ -31,11 +31,8 @@ class _ConvNd(Module):
         self.kernel_size = ntuple(name, "kernel_size", kernel_size, nd, 1)
         self.stride = ntuple(name, "stride", stride, nd, 1)
         self.dilation = ntuple(name, "dilation", dilation, nd, 1)
-        if isinstance(padding, str):
-            if padding not in ("same", "valid"):
-                raise ArgumentError(f"{name}: invalid padding string {padding!r} (expected 'same' or 'valid')")
-            if padding == "same" and any(s != 1 for s in self.stride):
-                raise ArgumentError(f"{name}: padding='same' is not supported for strided convolutions")
+        if isinstance(padding, str):  # 'same' or 'valid' ('same' only unstrided), as F.conv* accepts
+            conv_padding(name, padding, self.kernel_size, self.stride, self.dilation, nd)
             self.padding = padding
         else:
             self.padding = ntuple(name, "padding", padding, nd, 0)

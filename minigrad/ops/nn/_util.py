@@ -1,8 +1,8 @@
-"""Helpers shared by the nn ops: argument normalisation, reductions, a vectorised erf, sliding windows."""
+"""Helpers shared by the nn ops: argument checks, sliding windows, a vectorised erf, per-channel sums."""
 import math
 
 from ...backend.layout import is_channels_last
-from ...errors import ArgumentError, OpIndexError
+from ...errors import ArgumentError, DTypeError
 
 REDUCTIONS = ("mean", "sum", "none")
 
@@ -27,15 +27,17 @@ def ntuple(op, what, value, n, minimum):
     return vals
 
 
-def normalize_dim(op, dim, ndim):
-    """A possibly negative dim -> 0..ndim-1 (0-d tensors accept 0 and -1, as in PyTorch)."""
-    n = max(ndim, 1)
-    if not isinstance(dim, int) or isinstance(dim, bool):
-        raise ArgumentError(f"{op}: dim must be an int, got {dim!r}")
-    if not -n <= dim < n:
-        raise OpIndexError(f"{op}: dim {dim} is out of range for a tensor of {ndim} dimensions "
-                           f"(expected to be in [{-n}, {n - 1}])")
-    return dim % n
+def check_same_dtype(op, x, weight, bias):
+    """linear / conv: input, weight and (optional) bias must share a dtype."""
+    if x.data.dtype != weight.data.dtype or (bias is not None and bias.data.dtype != weight.data.dtype):
+        raise DTypeError(f"{op}: input ({x.data.dtype}), weight ({weight.data.dtype})"
+                         + ("" if bias is None else f" and bias ({bias.data.dtype})") + " must share a dtype")
+
+
+def check_dtype_like(op, label, t, x):
+    """An optional tensor argument ``t`` (weight, target...) must have the input ``x``'s dtype."""
+    if t is not None and t.data.dtype != x.data.dtype:
+        raise DTypeError(f"{op}: {label} dtype {t.data.dtype} differs from input dtype {x.data.dtype}")
 
 
 def windows(xp, x, kernel, stride, dilation):

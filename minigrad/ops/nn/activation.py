@@ -1,12 +1,14 @@
-"""Activations, softmax/log_softmax and dropout: one Function each, forward and backward side by side.
+"""Activations, softmax/log_softmax and dropout: one Function each, its public function right under it.
 
 Constants are Python floats so float32 inputs stay float32 (a NumPy float64 scalar would upcast).
 """
 import math
+import warnings
 
 from ...autograd.function import Function
 from ...errors import ArgumentError
 from ...random import host_rng
+from .._args import norm_dim
 from ._util import erf
 
 _SQRT_2 = math.sqrt(2.0)
@@ -30,19 +32,28 @@ class ReLU(Function):
         return ctx.xp.multiply(grad, out > 0, out=ctx.empty_like(grad.shape, grad.dtype, grad))
 
 
+def relu(input, inplace=False):
+    """max(x, 0). ``inplace`` is accepted for PyTorch compatibility; the result is always a new tensor."""
+    return ReLU.apply(input)
+
+
 class LeakyReLU(Function):
     name = "leaky_relu"
 
     @staticmethod
-    def forward(ctx, x, negative_slope):
-        ctx.slope = float(negative_slope)
+    def forward(ctx, x, *, negative_slope):
+        ctx.slope = negative_slope
         ctx.save_for_backward(x)
-        return ctx.xp.where(x > 0, x, x * ctx.slope)
+        return ctx.xp.where(x > 0, x, x * negative_slope)
 
     @staticmethod
     def backward(ctx, grad):
         x, = ctx.saved_tensors
-        return ctx.xp.where(x > 0, grad, grad * ctx.slope), None
+        return ctx.xp.where(x > 0, grad, grad * ctx.slope)
+
+
+def leaky_relu(input, negative_slope=0.01, inplace=False):
+    return LeakyReLU.apply(input, negative_slope=float(negative_slope))
 
 
 class GELU(Function):
@@ -54,7 +65,7 @@ class GELU(Function):
     name = "gelu"
 
     @staticmethod
-    def forward(ctx, x, approximate):
+    def forward(ctx, x, *, approximate):
         xp = ctx.xp
         ctx.approximate = approximate
         if ctx.fused is not None:  # GPU: one fused kernel each way (backend/cuda_kernels.py)
@@ -102,9 +113,16 @@ class GELU(Function):
     def backward(ctx, grad):
         if ctx.fused is not None:
             x, = ctx.saved_tensors
-            return ctx.fused.gelu_backward(x, grad, ctx.approximate), None
+            return ctx.fused.gelu_backward(x, grad, ctx.approximate)
         deriv, = ctx.saved_tensors
-        return grad * deriv, None
+        return grad * deriv
+
+
+def gelu(input, approximate="none"):
+    """x * Phi(x) with the exact normal CDF (erf), or the tanh approximation with approximate='tanh'."""
+    if approximate not in ("none", "tanh"):
+        raise ArgumentError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    return GELU.apply(input, approximate=approximate)
 
 
 def stable_sigmoid(xp, x):
@@ -128,6 +146,10 @@ class Sigmoid(Function):
         return grad * s * (1.0 - s)
 
 
+def sigmoid(input):
+    return Sigmoid.apply(input)
+
+
 class Tanh(Function):
     name = "tanh"
 
@@ -141,6 +163,10 @@ class Tanh(Function):
     def backward(ctx, grad):
         t, = ctx.saved_tensors
         return grad * (1.0 - t * t)
+
+
+def tanh(input):
+    return Tanh.apply(input)
 
 
 class SiLU(Function):
@@ -158,12 +184,25 @@ class SiLU(Function):
         return grad * (s * (1.0 + x * (1.0 - s)))
 
 
+def silu(input, inplace=False):
+    return SiLU.apply(input)
+
+
+def _softmax_dim(op, input, dim):
+    if dim is None:  # PyTorch's legacy implicit choice
+        dim = 0 if input.ndim in (0, 1, 3) else 1
+        warnings.warn(f"{op}: implicit dimension choice is deprecated; pass dim= explicitly "
+                      f"(using dim={dim})", UserWarning, stacklevel=3)
+    dim = norm_dim(dim, input.ndim, op)
+    return None if input.ndim == 0 else dim
+
+
 class Softmax(Function):
     """exp(x - max) / sum: the max subtraction keeps exp from overflowing."""
     name = "softmax"
 
     @staticmethod
-    def forward(ctx, x, dim):
+    def forward(ctx, x, *, dim):
         xp = ctx.xp
         ctx.dim = dim
         if ctx.fused is not None:
@@ -179,10 +218,17 @@ class Softmax(Function):
     def backward(ctx, grad):
         p, = ctx.saved_tensors  # dx = p (g - sum(g p))
         if ctx.fused is not None:
-            return ctx.fused.softmax_backward(p, grad, ctx.dim), None
+            return ctx.fused.softmax_backward(p, grad, ctx.dim)
         gp = grad * p
         gp -= p * gp.sum(axis=ctx.dim, keepdims=True)
-        return gp, None
+        return gp
+
+
+def softmax(input, dim=None, dtype=None):
+    """exp(x - max) / sum along ``dim`` (max-subtracted: finite for any finite input)."""
+    if dtype is not None:
+        input = input.to(dtype)
+    return Softmax.apply(input, dim=_softmax_dim("softmax", input, dim))
 
 
 class LogSoftmax(Function):
@@ -190,7 +236,7 @@ class LogSoftmax(Function):
     name = "log_softmax"
 
     @staticmethod
-    def forward(ctx, x, dim):
+    def forward(ctx, x, *, dim):
         xp = ctx.xp
         ctx.dim = dim
         if ctx.fused is not None:
@@ -206,8 +252,15 @@ class LogSoftmax(Function):
     def backward(ctx, grad):
         out, = ctx.saved_tensors  # dx = g - softmax * sum(g)
         if ctx.fused is not None:
-            return ctx.fused.log_softmax_backward(out, grad, ctx.dim), None
-        return grad - ctx.xp.exp(out) * grad.sum(axis=ctx.dim, keepdims=True), None
+            return ctx.fused.log_softmax_backward(out, grad, ctx.dim)
+        return grad - ctx.xp.exp(out) * grad.sum(axis=ctx.dim, keepdims=True)
+
+
+def log_softmax(input, dim=None, dtype=None):
+    """x - logsumexp(x) along ``dim``, computed stably."""
+    if dtype is not None:
+        input = input.to(dtype)
+    return LogSoftmax.apply(input, dim=_softmax_dim("log_softmax", input, dim))
 
 
 class Dropout(Function):
@@ -215,7 +268,7 @@ class Dropout(Function):
     name = "dropout"
 
     @staticmethod
-    def forward(ctx, x, p, generator):
+    def forward(ctx, x, *, p, generator):
         xp = ctx.xp
         if p >= 1.0:
             mask = xp.zeros_like(x)
@@ -229,10 +282,23 @@ class Dropout(Function):
     @staticmethod
     def backward(ctx, grad):
         mask, = ctx.saved_tensors
-        return grad * mask, None, None
+        return grad * mask
 
 
 def check_dropout_p(op, p):
+    """``p`` as a float in [0, 1] (F.dropout, nn.Dropout, scaled_dot_product_attention's dropout_p)."""
     if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p <= 1.0:
         raise ArgumentError(f"{op}: dropout probability has to be between 0 and 1, but got {p!r}")
     return float(p)
+
+
+def dropout(input, p=0.5, training=True, inplace=False, generator=None):
+    """Inverted dropout: zero each element with probability ``p``, scale the rest by 1 / (1 - p).
+
+    Identity (the input itself) when ``training`` is False or ``p`` is 0. ``generator``: an
+    ``mg.Generator`` (default: the global one seeded by ``mg.manual_seed``).
+    """
+    p = check_dropout_p("dropout", p)
+    if not training or p == 0.0:
+        return input
+    return Dropout.apply(input, p=p, generator=generator)

@@ -15,59 +15,26 @@ from ...autograd.function import Function
 from ...errors import ArgumentError, DTypeError, ShapeError
 from ...random import host_rng
 from ._util import save, saved
+from .activation import check_dropout_p
 
 
 class ScaledDotProductAttention(Function):
     name = "scaled_dot_product_attention"
 
     @staticmethod
-    def forward(ctx, q, k, v, attn_mask, dropout_p, is_causal, scale, generator):
+    def forward(ctx, q, k, v, attn_mask, *, dropout_p, is_causal, scale, generator):
         xp = ctx.xp
-        op = "scaled_dot_product_attention"
-        if q.ndim < 2 or k.ndim < 2 or v.ndim < 2:
-            raise ShapeError(f"{op}: query, key and value must be at least 2-D (..., L, E), got shapes "
-                             f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
-        if q.shape[-1] != k.shape[-1]:
-            raise ShapeError(f"{op}: query has embedding size {q.shape[-1]} but key has {k.shape[-1]} "
-                             f"(shapes {tuple(q.shape)} and {tuple(k.shape)})")
-        if k.shape[-2] != v.shape[-2]:
-            raise ShapeError(f"{op}: key has {k.shape[-2]} positions but value has {v.shape[-2]} "
-                             f"(shapes {tuple(k.shape)} and {tuple(v.shape)})")
-        if not (q.dtype == k.dtype == v.dtype):
-            raise DTypeError(f"{op}: query, key and value must share a dtype, got {q.dtype}, {k.dtype}, "
-                             f"{v.dtype}")
-        try:
-            batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
-        except ValueError:
-            raise ShapeError(f"{op}: batch dims of query {tuple(q.shape)}, key {tuple(k.shape)} and value "
-                             f"{tuple(v.shape)} cannot be broadcast together") from None
         L, S = q.shape[-2], k.shape[-2]
         scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
         scores = q @ k.swapaxes(-1, -2)                              # (..., L, S): the one big buffer,
         scores *= scale                                             # updated in place from here on
-        keep = None
         if is_causal:
-            if attn_mask is not None:
-                raise ArgumentError(f"{op}: pass either attn_mask or is_causal=True, not both")
             # an additive 0 / -inf mask: one arithmetic pass (a boolean `where` is several times slower)
             scores += xp.triu(xp.full((L, S), -xp.inf, dtype=scores.dtype), 1)
+        elif attn_mask is not None and attn_mask.dtype.kind == "b":
+            scores = xp.where(attn_mask, scores, -xp.inf)
         elif attn_mask is not None:
-            try:
-                full = np.broadcast_shapes(attn_mask.shape, batch + (L, S))
-            except ValueError:
-                full = None
-            if full is None or full[-2:] != (L, S):
-                raise ShapeError(f"{op}: attn_mask shape {tuple(attn_mask.shape)} cannot be broadcast to the "
-                                 f"attention scores shape {tuple(batch) + (L, S)}")
-            if attn_mask.dtype.kind == "b":
-                keep = attn_mask
-            elif attn_mask.dtype == q.dtype:
-                scores = scores + attn_mask
-            else:
-                raise DTypeError(f"{op}: attn_mask must be bool or have the query's dtype {q.dtype}, got "
-                                 f"{attn_mask.dtype}")
-        if keep is not None:
-            scores = xp.where(keep, scores, -xp.inf)
+            scores = scores + attn_mask
         m = scores.max(axis=-1, keepdims=True)
         m = xp.where(xp.isfinite(m), m, 0)                          # fully masked row: exp(-inf) = 0
         scores -= m
@@ -107,4 +74,55 @@ class ScaledDotProductAttention(Function):
             if need_k:
                 dk = ds.swapaxes(-1, -2) @ q
                 dk *= ctx.scale
-        return dq, dk, dv, dmask, None, None, None, None
+        return dq, dk, dv, dmask
+
+
+def _check_attention(q, k, v, attn_mask, is_causal):
+    op = "scaled_dot_product_attention"
+    if q.ndim < 2 or k.ndim < 2 or v.ndim < 2:
+        raise ShapeError(f"{op}: query, key and value must be at least 2-D (..., L, E), got shapes "
+                         f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
+    if q.shape[-1] != k.shape[-1]:
+        raise ShapeError(f"{op}: query has embedding size {q.shape[-1]} but key has {k.shape[-1]} "
+                         f"(shapes {tuple(q.shape)} and {tuple(k.shape)})")
+    if k.shape[-2] != v.shape[-2]:
+        raise ShapeError(f"{op}: key has {k.shape[-2]} positions but value has {v.shape[-2]} "
+                         f"(shapes {tuple(k.shape)} and {tuple(v.shape)})")
+    if not (q.data.dtype == k.data.dtype == v.data.dtype):
+        raise DTypeError(f"{op}: query, key and value must share a dtype, got {q.data.dtype}, {k.data.dtype}, "
+                         f"{v.data.dtype}")
+    try:
+        batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    except ValueError:
+        raise ShapeError(f"{op}: batch dims of query {tuple(q.shape)}, key {tuple(k.shape)} and value "
+                         f"{tuple(v.shape)} cannot be broadcast together") from None
+    if attn_mask is None:
+        return
+    if is_causal:
+        raise ArgumentError(f"{op}: pass either attn_mask or is_causal=True, not both")
+    L, S = q.shape[-2], k.shape[-2]
+    try:
+        full = np.broadcast_shapes(attn_mask.shape, batch + (L, S))
+    except ValueError:
+        full = None
+    if full is None or full[-2:] != (L, S):
+        raise ShapeError(f"{op}: attn_mask shape {tuple(attn_mask.shape)} cannot be broadcast to the "
+                         f"attention scores shape {tuple(batch) + (L, S)}")
+    if attn_mask.data.dtype.kind != "b" and attn_mask.data.dtype != q.data.dtype:
+        raise DTypeError(f"{op}: attn_mask must be bool or have the query's dtype {q.data.dtype}, got "
+                         f"{attn_mask.data.dtype}")
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
+                                 scale=None, generator=None):
+    """softmax(q @ k^T * scale + mask) @ v with q (..., L, E), k (..., S, E), v (..., S, Ev).
+
+    attn_mask: bool (True = attend, as PyTorch) or float (added to the scores), broadcast to (..., L, S).
+    is_causal: keep only j <= i (top-left aligned). scale defaults to 1/sqrt(E).
+    Unlike PyTorch (NaN), a fully masked row outputs zeros and passes no gradient.
+    dropout_p applies dropout to the attention weights (whenever > 0, as PyTorch's functional form).
+    """
+    p = check_dropout_p("scaled_dot_product_attention", dropout_p)
+    _check_attention(query, key, value, attn_mask, bool(is_causal))
+    return ScaledDotProductAttention.apply(query, key, value, attn_mask, dropout_p=p, is_causal=bool(is_causal),
+                                           scale=scale, generator=generator)

@@ -17,18 +17,12 @@ then gathers runs of contiguous channels) follow the layout (backend/layout.py).
 exactly PyTorch's; only ``.data.strides`` differ, as with PyTorch's ``memory_format=torch.channels_last``.
 """
 import itertools
+import math
 
 from ...autograd.function import Function
 from ...backend.layout import is_channels_last
-from ...errors import ArgumentError, DTypeError, ShapeError
-from ._util import channel_sum, kernel_slices, ntuple, pad_spatial, windows
-
-
-def _prod(xs):
-    n = 1
-    for v in xs:
-        n *= v
-    return n
+from ...errors import ArgumentError, ShapeError
+from ._util import channel_sum, check_same_dtype, kernel_slices, ntuple, pad_spatial, windows
 
 
 def conv_padding(op, padding, kernel, stride, dilation, nd):
@@ -60,7 +54,7 @@ def _im2col(ctx, x, ones):
     N, C = x.shape[:2]
     win = win.reshape((N, G, C // G) + win.shape[2:])                           # N, G, Cg, *out, *k
     outs, ks = tuple(range(3, 3 + nd)), tuple(range(3 + nd, 3 + 2 * nd))
-    NL, Kg = N * _prod(ctx.out), C // G * _prod(ctx.kernel)
+    NL, Kg = N * math.prod(ctx.out), C // G * math.prod(ctx.kernel)
     if ctx.kc:
         win = win.transpose((1, 0) + outs + ks + (2,))                          # G, N, *out, *k, Cg
         cols = ctx.empty((G, NL, Kg + ones), x.dtype)
@@ -91,43 +85,20 @@ class _ConvNd(Function):
     nd = 0
 
     @staticmethod
-    def forward(ctx, x, weight, bias, stride, pads, dilation, groups):
-        xp, nd, op = ctx.xp, ctx.nd, ctx.name
-        if weight.ndim != nd + 2:
-            raise ShapeError(f"{op}: weight must be {nd + 2}-D (out_channels, in_channels/groups, "
-                             f"*kernel_size), got shape {tuple(weight.shape)}")
-        ctx.unbatched = x.ndim == nd + 1
+    def forward(ctx, x, weight, bias, *, stride, pads, dilation, groups):
+        xp = ctx.xp
+        ctx.unbatched = x.ndim == ctx.nd + 1
         if ctx.unbatched:
             x = x[None]
-        if x.ndim != nd + 2:
-            raise ShapeError(f"{op}: expected a {nd + 2}-D (batched) or {nd + 1}-D (unbatched) input, "
-                             f"got shape {tuple(x.shape) if not ctx.unbatched else tuple(x.shape[1:])}")
-        if x.dtype != weight.dtype or (bias is not None and bias.dtype != weight.dtype):
-            raise DTypeError(f"{op}: input ({x.dtype}), weight ({weight.dtype})"
-                             + ("" if bias is None else f" and bias ({bias.dtype})") + " must share a dtype")
-        N, C = x.shape[:2]
-        O, Cg = weight.shape[:2]
+        N, O = x.shape[0], weight.shape[0]
         kernel = tuple(weight.shape[2:])
-        if O % groups:
-            raise ArgumentError(f"{op}: out_channels={O} (weight shape {tuple(weight.shape)}) is not "
-                                f"divisible by groups={groups}")
-        if C != Cg * groups:
-            raise ShapeError(f"{op}: input has {C} channels but weight expects {Cg * groups} "
-                             f"(weight shape {tuple(weight.shape)}, groups={groups})")
-        if bias is not None and tuple(bias.shape) != (O,):
-            raise ShapeError(f"{op}: bias shape {tuple(bias.shape)} does not match out_channels={O}")
-        spatial = x.shape[2:]
-        padded = tuple(s + lo + hi for s, (lo, hi) in zip(spatial, pads))
+        padded = tuple(s + lo + hi for s, (lo, hi) in zip(x.shape[2:], pads))
         eff = tuple(d * (k - 1) + 1 for k, d in zip(kernel, dilation))
-        if any(p < e for p, e in zip(padded, eff)):
-            raise ShapeError(f"{op}: input spatial size {tuple(spatial)} (padded {padded}) is smaller than "
-                             f"the dilated kernel size {eff} (weight shape {tuple(weight.shape)}, "
-                             f"dilation={tuple(dilation)})")
         ctx.kernel, ctx.stride, ctx.dilation, ctx.pads, ctx.groups = kernel, stride, dilation, pads, groups
         ctx.out = out = tuple((p - e) // s + 1 for p, e, s in zip(padded, eff, stride))
         ctx.x_shape = x.shape
         ctx.kc = is_channels_last(x)
-        G, Og, NL = groups, O // groups, N * _prod(out)
+        G, Og, NL = groups, O // groups, N * math.prod(out)
 
         has_bias = bias is not None
         cols = _im2col(ctx, x, has_bias)                            # (G, N*L, Kg [+ 1 ones column])
@@ -152,13 +123,13 @@ class _ConvNd(Function):
         need_x, need_w, need_b = ctx.needs_input_grad[:3]
         N, C = ctx.x_shape[:2]
         O, Cg = weight.shape[:2]
-        Og, NL = O // G, N * _prod(ctx.out)
+        Og, NL = O // G, N * math.prod(ctx.out)
         gm = xp.moveaxis(grad, 1, -1).reshape(NL, G, Og)    # a view when grad is channels-last
         gmt = gm.swapaxes(0, 1)                             # (G, N*L, Og)
         dx = dw = db = None
         if need_w:
             dw = gmt.swapaxes(1, 2) @ cols                  # (G, Og, Kg [+ 1])
-            Kg = Cg * _prod(ctx.kernel)
+            Kg = Cg * math.prod(ctx.kernel)
             if dw.shape[2] > Kg:                            # the ones column: its weight is the bias
                 db, dw = dw[:, :, Kg].reshape(O), dw[:, :, :Kg]
             if ctx.kc:                                      # (kernel offset, channel) -> weight's order
@@ -167,7 +138,7 @@ class _ConvNd(Function):
         if need_b and db is None:
             db = channel_sum(xp, grad)
         if need_x:
-            K = _prod(ctx.kernel)
+            K = math.prod(ctx.kernel)
             wk = xp.ascontiguousarray(weight.reshape(G, Og, Cg, K).transpose(0, 3, 1, 2))   # (G, K, Og, Cg)
             dcols = gmt[:, None] @ wk                       # (G, K, N*L, Cg): one GEMM per offset
             padded = tuple(s + lo + hi for s, (lo, hi) in zip(ctx.x_shape[2:], ctx.pads))
@@ -182,7 +153,7 @@ class _ConvNd(Function):
             dx = xp.moveaxis(dxp[(slice(None),) + crop].reshape((N,) + ctx.x_shape[2:] + (C,)), -1, 1)
             if ctx.unbatched:
                 dx = dx[0]
-        return dx, dw, db, None, None, None, None
+        return dx, dw, db
 
 
 class Conv1d(_ConvNd):
@@ -195,12 +166,55 @@ class Conv2d(_ConvNd):
     nd = 2
 
 
-def conv_nd(cls, input, weight, bias, stride, padding, dilation, groups):
-    op, nd = cls.name, cls.nd
+def check_groups(op, groups):
     if isinstance(groups, bool) or not isinstance(groups, int) or groups < 1:
         raise ArgumentError(f"{op}: groups must be a positive int, got {groups!r}")
+
+
+def _check_conv(op, nd, x, weight, bias, pads, dilation, groups):
+    if weight.ndim != nd + 2:
+        raise ShapeError(f"{op}: weight must be {nd + 2}-D (out_channels, in_channels/groups, "
+                         f"*kernel_size), got shape {tuple(weight.shape)}")
+    if x.ndim not in (nd + 1, nd + 2):
+        raise ShapeError(f"{op}: expected a {nd + 2}-D (batched) or {nd + 1}-D (unbatched) input, "
+                         f"got shape {tuple(x.shape)}")
+    check_same_dtype(op, x, weight, bias)
+    C, spatial = x.shape[-nd - 1], x.shape[-nd:]
+    O, Cg = weight.shape[:2]
+    if O % groups:
+        raise ArgumentError(f"{op}: out_channels={O} (weight shape {tuple(weight.shape)}) is not "
+                            f"divisible by groups={groups}")
+    if C != Cg * groups:
+        raise ShapeError(f"{op}: input has {C} channels but weight expects {Cg * groups} "
+                         f"(weight shape {tuple(weight.shape)}, groups={groups})")
+    if bias is not None and tuple(bias.shape) != (O,):
+        raise ShapeError(f"{op}: bias shape {tuple(bias.shape)} does not match out_channels={O}")
+    padded = tuple(s + lo + hi for s, (lo, hi) in zip(spatial, pads))
+    eff = tuple(d * (k - 1) + 1 for k, d in zip(weight.shape[2:], dilation))
+    if any(p < e for p, e in zip(padded, eff)):
+        raise ShapeError(f"{op}: input spatial size {tuple(spatial)} (padded {padded}) is smaller than "
+                         f"the dilated kernel size {eff} (weight shape {tuple(weight.shape)}, "
+                         f"dilation={tuple(dilation)})")
+
+
+def _conv(cls, input, weight, bias, stride, padding, dilation, groups):
+    op, nd = cls.name, cls.nd
+    check_groups(op, groups)
     stride = ntuple(op, "stride", stride, nd, 1)
     dilation = ntuple(op, "dilation", dilation, nd, 1)
     kernel = tuple(weight.shape[2:]) if weight.ndim == nd + 2 else (1,) * nd
     pads = conv_padding(op, padding, kernel, stride, dilation, nd)
-    return cls.apply(input, weight, bias, stride, pads, dilation, groups)
+    _check_conv(op, nd, input, weight, bias, pads, dilation, groups)
+    return cls.apply(input, weight, bias, stride=stride, pads=pads, dilation=dilation, groups=groups)
+
+
+def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """1-D convolution (cross-correlation, as PyTorch): input (N, C, L), weight (O, C/groups, k).
+
+    padding: int, tuple, 'valid' or 'same' (stride 1 only)."""
+    return _conv(Conv1d, input, weight, bias, stride, padding, dilation, groups)
+
+
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """2-D convolution: input (N, C, H, W), weight (O, C/groups, kh, kw); im2col + one GEMM per group."""
+    return _conv(Conv2d, input, weight, bias, stride, padding, dilation, groups)

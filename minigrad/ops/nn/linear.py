@@ -4,7 +4,8 @@
 ``W.T`` is a transposed view, which BLAS reads without a copy.
 """
 from ...autograd.function import Function
-from ...errors import DTypeError, ShapeError
+from ...errors import ShapeError
+from ._util import check_same_dtype
 
 
 class Linear(Function):
@@ -12,22 +13,8 @@ class Linear(Function):
 
     @staticmethod
     def forward(ctx, x, weight, bias):
-        if weight.ndim != 2:
-            raise ShapeError(f"linear: weight must be 2-D (out_features, in_features), got shape "
-                             f"{tuple(weight.shape)}")
         out_f, in_f = weight.shape
-        if x.ndim == 0 or x.shape[-1] != in_f:
-            raise ShapeError(f"linear: input shape {tuple(x.shape)} has "
-                             f"{x.shape[-1] if x.ndim else 'no'} features in its last dim but weight "
-                             f"(shape {tuple(weight.shape)}) expects {in_f}")
-        if bias is not None and tuple(bias.shape) not in ((out_f,), ()):
-            raise ShapeError(f"linear: bias shape {tuple(bias.shape)} does not match out_features={out_f} "
-                             f"(weight shape {tuple(weight.shape)})")
-        if x.dtype != weight.dtype or (bias is not None and bias.dtype != weight.dtype):
-            raise DTypeError(f"linear: input ({x.dtype}), weight ({weight.dtype})"
-                             + ("" if bias is None else f" and bias ({bias.dtype})") + " must share a dtype")
         ctx.save_for_backward(x, weight)
-        ctx.has_bias = bias is not None
         x2 = x.reshape(-1, in_f)
         y = ctx.xp.matmul(x2, weight.T, out=ctx.empty((x2.shape[0], out_f), x.dtype))  # born in the pool
         if bias is not None:
@@ -45,3 +32,24 @@ class Linear(Function):
         dw = mm(g2.T, x.reshape(-1, in_f), out=ctx.empty((out_f, in_f), dt)) if need_w else None
         db = g2.sum(axis=0, out=ctx.empty((out_f,), dt)) if need_b else None
         return dx, dw, db
+
+
+def _check_linear(x, weight, bias):
+    if weight.ndim != 2:
+        raise ShapeError(f"linear: weight must be 2-D (out_features, in_features), got shape "
+                         f"{tuple(weight.shape)}")
+    out_f, in_f = weight.shape
+    if x.ndim == 0 or x.shape[-1] != in_f:
+        raise ShapeError(f"linear: input shape {tuple(x.shape)} has "
+                         f"{x.shape[-1] if x.ndim else 'no'} features in its last dim but weight "
+                         f"(shape {tuple(weight.shape)}) expects {in_f}")
+    if bias is not None and tuple(bias.shape) not in ((out_f,), ()):
+        raise ShapeError(f"linear: bias shape {tuple(bias.shape)} does not match out_features={out_f} "
+                         f"(weight shape {tuple(weight.shape)})")
+    check_same_dtype("linear", x, weight, bias)
+
+
+def linear(input, weight, bias=None):
+    """y = x @ weight.T + bias, weight of shape (out_features, in_features); any leading dims."""
+    _check_linear(input, weight, bias)
+    return Linear.apply(input, weight, bias)

@@ -12,14 +12,14 @@ import warnings
 import numpy as np  # shape arithmetic only
 
 from ...autograd.function import Function
-from ...errors import DTypeError, OpIndexError, ShapeError
-from ._util import save, saved
+from ...errors import ArgumentError, DTypeError, OpIndexError, ShapeError
+from ._util import check_dtype_like, check_reduction, save, saved
 from .activation import stable_sigmoid
 
 
-def _log_softmax(xp, x, axis):
-    shifted = x - x.max(axis=axis, keepdims=True)
-    shifted -= xp.log(xp.exp(shifted).sum(axis=axis, keepdims=True))
+def _log_softmax(xp, x, dim):
+    shifted = x - x.max(axis=dim, keepdims=True)
+    shifted -= xp.log(xp.exp(shifted).sum(axis=dim, keepdims=True))
     return shifted
 
 
@@ -41,62 +41,63 @@ def _grad_scale(grad, reduction, factor):
     return grad if reduction == "none" else (grad * factor).astype(grad.dtype, copy=False)
 
 
-def _check_weight(op, weight, C, dtype):
-    if weight is None:
-        return
-    if tuple(weight.shape) != (C,):
-        raise ShapeError(f"{op}: weight must have shape ({C},) (one entry per class), got {tuple(weight.shape)}")
-    if weight.dtype != dtype:
-        raise DTypeError(f"{op}: weight dtype {weight.dtype} differs from input dtype {dtype}")
-
-
-def _class_targets(op, x, target, weight, ignore_index):
-    """Validate (N, C, d...) inputs with (N, d...) integer class targets; returns the pieces the losses use.
-
-    Returns (x, target, safe, valid, w_t, C): ``x`` and ``target`` batched (an unbatched (C,) input
-    becomes (1, C)), ``safe`` = target with ignored entries set to 0 (usable as an index), ``valid`` the
-    non-ignored mask and ``w_t`` = weight[target] * valid in x's dtype.
-    """
-    if x.ndim == 0:
-        raise ShapeError(f"{op}: input must have a class dimension, got a 0-d input")
-    if target.dtype.kind not in "iu":
-        raise DTypeError(f"{op}: expected integer class indices as target (int64), got {target.dtype} of "
-                         f"shape {tuple(target.shape)}" + (
-                             "; probability targets must have the input's shape "
-                             f"{tuple(x.shape)}" if target.dtype.kind == "f" and op == "cross_entropy" else ""))
-    if x.ndim == 1:
-        x, target = x[None], target[None] if target.ndim == 0 else target
-    expected = (x.shape[0],) + tuple(x.shape[2:])
-    if tuple(target.shape) != expected:
-        raise ShapeError(f"{op}: target shape {tuple(target.shape)} does not match input shape "
-                         f"{tuple(x.shape)} (expected target shape {expected})")
-    C = x.shape[1]
-    _check_weight(op, weight, C, x.dtype)
-    valid = target != ignore_index
-    bad = valid & ((target < 0) | (target >= C))
-    if bad.any():
-        value = int(target[bad].reshape(-1)[0])
-        raise OpIndexError(f"{op}: target {value} is out of bounds for {C} classes (input shape "
-                           f"{tuple(x.shape)}; valid targets are 0..{C - 1} or ignore_index={ignore_index})")
-    safe = target * valid  # ignored entries -> class 0 (any valid index; masked out below)
-    w_t = valid.astype(x.dtype) if weight is None else weight[safe] * valid
-    return x, target, safe, valid, w_t, C
-
-
 def _classes_shape(x):
     return (1, x.shape[1]) + (1,) * (x.ndim - 2)
+
+
+# --- class-index targets: validation (on tensors) and the pieces both losses compute from -----------
+def _check_weight(op, weight, C, x):
+    if weight is not None and tuple(weight.shape) != (C,):
+        raise ShapeError(f"{op}: weight must have shape ({C},) (one entry per class), got {tuple(weight.shape)}")
+    check_dtype_like(op, "weight", weight, x)
+
+
+def _check_class_targets(op, x, target, weight, ignore_index):
+    """(N, C, d...) inputs (or an unbatched (C,)) with (N, d...) integer class targets in range."""
+    if x.ndim == 0:
+        raise ShapeError(f"{op}: input must have a class dimension, got a 0-d input")
+    t = target.data
+    if t.dtype.kind not in "iu":
+        raise DTypeError(f"{op}: expected integer class indices as target (int64), got {t.dtype} of "
+                         f"shape {tuple(t.shape)}" + (
+                             "; probability targets must have the input's shape "
+                             f"{tuple(x.shape)}" if t.dtype.kind == "f" and op == "cross_entropy" else ""))
+    shape = tuple(x.shape) if x.ndim > 1 else (1,) + tuple(x.shape)
+    tshape = tuple(t.shape) if x.ndim > 1 or t.ndim else (1,)
+    expected = (shape[0],) + shape[2:]
+    if tshape != expected:
+        raise ShapeError(f"{op}: target shape {tshape} does not match input shape {shape} "
+                         f"(expected target shape {expected})")
+    C = shape[1]
+    _check_weight(op, weight, C, x)
+    bad = (t != ignore_index) & ((t < 0) | (t >= C))
+    if bad.any():
+        raise OpIndexError(f"{op}: target {int(t[bad].reshape(-1)[0])} is out of bounds for {C} classes (input "
+                           f"shape {shape}; valid targets are 0..{C - 1} or ignore_index={ignore_index})")
+
+
+def _class_targets(x, target, weight, ignore_index):
+    """(x, target, safe, valid, w_t, C): ``x`` and ``target`` batched (an unbatched (C,) input becomes
+    (1, C)), ``safe`` = target with ignored entries set to 0 (usable as an index), ``valid`` the
+    non-ignored mask and ``w_t`` = weight[target] * valid in x's dtype."""
+    if x.ndim == 1:
+        x, target = x[None], target[None] if target.ndim == 0 else target
+    valid = target != ignore_index
+    safe = target * valid  # ignored entries -> class 0 (any valid index; masked out below)
+    w_t = valid.astype(x.dtype) if weight is None else weight[safe] * valid
+    return x, target, safe, valid, w_t, x.shape[1]
 
 
 class CrossEntropy(Function):
     name = "cross_entropy"
 
     @staticmethod
-    def forward(ctx, x, target, weight, ignore_index, reduction, label_smoothing):
+    def forward(ctx, x, target, weight, *, ignore_index, reduction, label_smoothing):
         xp = ctx.xp
         ctx.x_shape, ctx.reduction, ctx.eps = x.shape, reduction, label_smoothing
-        if target.dtype.kind == "f" and tuple(target.shape) == tuple(x.shape):
+        if _probability_targets(x, target):
             return CrossEntropy._forward_probs(ctx, x, target, weight)
-        x, target, safe, valid, w_t, C = _class_targets("cross_entropy", x, target, weight, ignore_index)
+        x, target, safe, valid, w_t, C = _class_targets(x, target, weight, ignore_index)
         eps = label_smoothing
         logp = ctx.fused.log_softmax(x, 1) if ctx.fused is not None else _log_softmax(xp, x, 1)
         picked = xp.take_along_axis(logp, safe[:, None], axis=1)[:, 0]
@@ -116,7 +117,6 @@ class CrossEntropy(Function):
         if x.ndim == 1:
             x, target = x[None], target[None]
         C = x.shape[1]
-        _check_weight("cross_entropy", weight, C, x.dtype)
         eps = ctx.eps
         t = target * (1.0 - eps) + eps / C if eps > 0 else target
         wt = t if weight is None else t * weight.reshape(_classes_shape(x))
@@ -143,14 +143,14 @@ class CrossEntropy(Function):
                 w_b = 1.0 if weight is None else weight.reshape(_classes_shape(logp))
                 dt = (-(1.0 - eps) * w_b * logp) * s
                 dt = dt.reshape(ctx.x_shape)
-            return (None if dx is None else dx.reshape(ctx.x_shape)), dt, None, None, None, None
+            return (None if dx is None else dx.reshape(ctx.x_shape)), dt, None
         logp, safe, valid, w_t, weight = saved(ctx)
         C = logp.shape[1]
         if ctx.fused is not None and logp.ndim == 2 and weight is None:  # GPU: one kernel
             target = xp.where(valid, safe, -1).astype(xp.int64)
             rows = xp.ascontiguousarray(xp.broadcast_to(scale, (logp.shape[0],)))
             dx = ctx.fused.cross_entropy_grad(logp, target, rows, eps)
-            return dx.reshape(ctx.x_shape), None, None, None, None, None
+            return dx.reshape(ctx.x_shape), None, None
         p = xp.exp(logp)
         onehot = xp.arange(C).reshape(_classes_shape(logp)) == safe[:, None]
         a = ((1.0 - eps) * w_t * scale)[:, None]               # nll part: a (p - onehot)
@@ -161,7 +161,34 @@ class CrossEntropy(Function):
                 dx += (C * p - 1.0) * b
             else:
                 dx += (weight.sum() * p - weight.reshape(_classes_shape(logp))) * b
-        return dx.reshape(ctx.x_shape), None, None, None, None, None
+        return dx.reshape(ctx.x_shape), None, None
+
+
+def _probability_targets(x, target):
+    """cross_entropy's targets are class probabilities (not indices): floating, of the logits' shape."""
+    return target.dtype.kind == "f" and tuple(target.shape) == tuple(x.shape)
+
+
+def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0):
+    """Fused, stable log_softmax + negative log-likelihood over dim 1 of logits (N, C, d1, ...).
+
+    target: class indices (N, d1, ...) (integer) or class probabilities with the logits' shape (float).
+    'mean' divides by the summed weight of the non-ignored targets (by the number of samples for
+    probability targets). label_smoothing eps mixes the target with the uniform distribution over C classes.
+    """
+    check_reduction("cross_entropy", reduction)
+    if isinstance(label_smoothing, bool) or not isinstance(label_smoothing, (int, float)) \
+            or not 0.0 <= label_smoothing <= 1.0:
+        raise ArgumentError(f"cross_entropy: label_smoothing must be between 0.0 and 1.0, got "
+                            f"{label_smoothing!r}")
+    if _probability_targets(input.data, target.data):
+        if input.ndim == 0:
+            raise ShapeError("cross_entropy: input must have a class dimension, got a 0-d input")
+        _check_weight("cross_entropy", weight, input.shape[1] if input.ndim > 1 else input.shape[0], input)
+    else:
+        _check_class_targets("cross_entropy", input, target, weight, int(ignore_index))
+    return CrossEntropy.apply(input, target, weight, ignore_index=int(ignore_index), reduction=reduction,
+                              label_smoothing=float(label_smoothing))
 
 
 class NllLoss(Function):
@@ -169,10 +196,10 @@ class NllLoss(Function):
     name = "nll_loss"
 
     @staticmethod
-    def forward(ctx, x, target, weight, ignore_index, reduction):
+    def forward(ctx, x, target, weight, *, ignore_index, reduction):
         xp = ctx.xp
         ctx.x_shape, ctx.reduction = x.shape, reduction
-        x, target, safe, valid, w_t, C = _class_targets("nll_loss", x, target, weight, ignore_index)
+        x, target, safe, _, w_t, C = _class_targets(x, target, weight, ignore_index)
         picked = xp.take_along_axis(x, safe[:, None], axis=1)[:, 0]
         out, ctx.factor = _reduce(xp, -(w_t * picked), reduction, denom=w_t.sum())
         ctx.C = C
@@ -188,32 +215,23 @@ class NllLoss(Function):
             scale = scale[None]
         onehot = xp.arange(ctx.C).reshape((1, ctx.C) + (1,) * (safe.ndim - 1)) == safe[:, None]
         dx = onehot * (-(w_t * scale))[:, None]
-        return dx.reshape(ctx.x_shape), None, None, None, None
+        return dx.reshape(ctx.x_shape), None, None
 
 
-def _check_broadcast(op, a, b):
-    try:
-        shape = np.broadcast_shapes(a.shape, b.shape)
-    except ValueError:
-        raise ShapeError(f"{op}: input shape {tuple(a.shape)} and target shape {tuple(b.shape)} cannot be "
-                         f"broadcast together") from None
-    if tuple(a.shape) != tuple(b.shape):
-        warnings.warn(f"{op}: using a target size {tuple(b.shape)} that is different to the input size "
-                      f"{tuple(a.shape)}; they will be broadcast to {tuple(shape)}, which is likely not "
-                      f"what you want", UserWarning, stacklevel=5)
+def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
+    """Negative log-likelihood of log-probabilities (N, C, d1, ...) at class indices (N, d1, ...)."""
+    check_reduction("nll_loss", reduction)
+    _check_class_targets("nll_loss", input, target, weight, int(ignore_index))
+    return NllLoss.apply(input, target, weight, ignore_index=int(ignore_index), reduction=reduction)
 
 
 class MseLoss(Function):
     name = "mse_loss"
 
     @staticmethod
-    def forward(ctx, a, b, reduction):
-        xp = ctx.xp
-        _check_broadcast("mse_loss", a, b)
-        if a.dtype != b.dtype:
-            raise DTypeError(f"mse_loss: input dtype {a.dtype} differs from target dtype {b.dtype}")
+    def forward(ctx, a, b, *, reduction):
         d = a - b
-        out, ctx.factor = _reduce(xp, d * d, reduction)
+        out, ctx.factor = _reduce(ctx.xp, d * d, reduction)
         ctx.reduction = reduction
         ctx.save_for_backward(d)
         return out
@@ -222,7 +240,27 @@ class MseLoss(Function):
     def backward(ctx, grad):
         d, = ctx.saved_tensors
         g = d * (2.0 * _grad_scale(grad, ctx.reduction, ctx.factor))
-        return g, (-g if ctx.needs_input_grad[1] else None), None
+        return g, (-g if ctx.needs_input_grad[1] else None)
+
+
+def _check_mse_loss(a, b):
+    try:
+        shape = np.broadcast_shapes(a.shape, b.shape)
+    except ValueError:
+        raise ShapeError(f"mse_loss: input shape {tuple(a.shape)} and target shape {tuple(b.shape)} cannot be "
+                         f"broadcast together") from None
+    if tuple(a.shape) != tuple(b.shape):
+        warnings.warn(f"mse_loss: using a target size {tuple(b.shape)} that is different to the input size "
+                      f"{tuple(a.shape)}; they will be broadcast to {tuple(shape)}, which is likely not "
+                      f"what you want", UserWarning, stacklevel=3)
+    if a.data.dtype != b.data.dtype:
+        raise DTypeError(f"mse_loss: input dtype {a.data.dtype} differs from target dtype {b.data.dtype}")
+
+
+def mse_loss(input, target, reduction="mean"):
+    check_reduction("mse_loss", reduction)
+    _check_mse_loss(input, target)
+    return MseLoss.apply(input, target, reduction=reduction)
 
 
 class BinaryCrossEntropyWithLogits(Function):
@@ -233,15 +271,8 @@ class BinaryCrossEntropyWithLogits(Function):
     name = "binary_cross_entropy_with_logits"
 
     @staticmethod
-    def forward(ctx, x, t, weight, pos_weight, reduction):
+    def forward(ctx, x, t, weight, pos_weight, *, reduction):
         xp = ctx.xp
-        op = "binary_cross_entropy_with_logits"
-        if tuple(t.shape) != tuple(x.shape):
-            raise ShapeError(f"{op}: target size {tuple(t.shape)} must be the same as input size "
-                             f"{tuple(x.shape)}")
-        for label, arr in (("target", t), ("weight", weight), ("pos_weight", pos_weight)):
-            if arr is not None and arr.dtype != x.dtype:
-                raise DTypeError(f"{op}: {label} dtype {arr.dtype} differs from input dtype {x.dtype}")
         sp = xp.log1p(xp.exp(-xp.abs(x))) + xp.maximum(-x, 0)
         lw = None if pos_weight is None else 1.0 + (pos_weight - 1.0) * t
         raw = (1.0 - t) * x + (sp if lw is None else lw * sp)
@@ -255,7 +286,7 @@ class BinaryCrossEntropyWithLogits(Function):
     def backward(ctx, grad):
         xp = ctx.xp
         x, t, weight, pos_weight, sp, raw = saved(ctx)
-        need_x, need_t, need_w, need_pw, _ = ctx.needs_input_grad
+        need_x, need_t, need_w, need_pw = ctx.needs_input_grad
         s = _grad_scale(grad, ctx.reduction, ctx.factor)
         sw = s if weight is None else s * weight
         dx = dt = dw = dpw = None
@@ -269,4 +300,21 @@ class BinaryCrossEntropyWithLogits(Function):
             dw = xp.broadcast_to(raw * s, ctx.loss_shape)
         if need_pw:
             dpw = xp.broadcast_to(t * sp * sw, ctx.loss_shape)
-        return dx, dt, dw, dpw, None
+        return dx, dt, dw, dpw
+
+
+def _check_bce_with_logits(x, t, weight, pos_weight):
+    op = "binary_cross_entropy_with_logits"
+    if tuple(t.shape) != tuple(x.shape):
+        raise ShapeError(f"{op}: target size {tuple(t.shape)} must be the same as input size {tuple(x.shape)}")
+    for label, arr in (("target", t), ("weight", weight), ("pos_weight", pos_weight)):
+        check_dtype_like(op, label, arr, x)
+
+
+def binary_cross_entropy_with_logits(input, target, weight=None, reduction="mean", pos_weight=None):
+    """Sigmoid + binary cross-entropy in the stable form (finite for huge logits).
+
+    loss = weight * [(1 - t) x + (1 + (pos_weight - 1) t) * softplus(-x)]."""
+    check_reduction("binary_cross_entropy_with_logits", reduction)
+    _check_bce_with_logits(input, target, weight, pos_weight)
+    return BinaryCrossEntropyWithLogits.apply(input, target, weight, pos_weight, reduction=reduction)

@@ -7,8 +7,9 @@ with dx_hat = g * weight. layer_norm reduces over the trailing ``normalized_shap
 which are constants: dx = g * weight * rstd.
 """
 from ...autograd.function import Function
-from ...errors import ArgumentError, DTypeError, ShapeError
-from ._util import channel_sum, save, saved
+from ...errors import ArgumentError, ShapeError
+from ..inplace import bump
+from ._util import channel_sum, check_dtype_like, save, saved
 
 
 def _norm_backward(g_hat, x_hat, rstd, mean):
@@ -22,25 +23,15 @@ class LayerNorm(Function):
     name = "layer_norm"
 
     @staticmethod
-    def forward(ctx, x, normalized_shape, weight, bias, eps):
+    def forward(ctx, x, weight, bias, *, normalized_shape, eps):
         xp = ctx.xp
-        ns = tuple(normalized_shape)
-        k = len(ns)
-        if k == 0 or x.ndim < k or tuple(x.shape[x.ndim - k:]) != ns:
-            raise ShapeError(f"layer_norm: normalized_shape {ns} does not match the trailing dims of input "
-                             f"shape {tuple(x.shape)} (expected input of shape (*, {', '.join(map(str, ns))}))")
-        for label, p in (("weight", weight), ("bias", bias)):
-            if p is not None and tuple(p.shape) != ns:
-                raise ShapeError(f"layer_norm: {label} shape {tuple(p.shape)} must equal normalized_shape {ns}")
-            if p is not None and p.dtype != x.dtype:
-                raise DTypeError(f"layer_norm: {label} dtype {p.dtype} differs from input dtype {x.dtype}")
-        axes = tuple(range(x.ndim - k, x.ndim))
-        mean = x.mean(axis=axes, keepdims=True)
+        dims = tuple(range(x.ndim - len(normalized_shape), x.ndim))
+        mean = x.mean(axis=dims, keepdims=True)
         xc = x - mean
-        var = (xc * xc).mean(axis=axes, keepdims=True)
+        var = (xc * xc).mean(axis=dims, keepdims=True)
         rstd = 1.0 / xp.sqrt(var + eps)
         x_hat = xc * rstd
-        ctx.axes = axes
+        ctx.dims = dims
         save(ctx, x_hat, rstd, weight)
         out = x_hat * weight if weight is not None else x_hat.copy()
         if bias is not None:
@@ -50,45 +41,49 @@ class LayerNorm(Function):
     @staticmethod
     def backward(ctx, grad):
         x_hat, rstd, weight = saved(ctx)
-        axes = ctx.axes
-        need_x, _, need_w, need_b, _ = ctx.needs_input_grad
-        lead = tuple(range(grad.ndim - len(axes)))
+        dims = ctx.dims
+        need_x, need_w, need_b = ctx.needs_input_grad
+        lead = tuple(range(grad.ndim - len(dims)))
         dx = dw = db = None
         if need_x:
             g_hat = grad * weight if weight is not None else grad
-            dx = _norm_backward(g_hat, x_hat, rstd, lambda a: a.mean(axis=axes, keepdims=True))
+            dx = _norm_backward(g_hat, x_hat, rstd, lambda a: a.mean(axis=dims, keepdims=True))
         if need_w:
             dw = (grad * x_hat).sum(axis=lead)
         if need_b:
             db = grad.sum(axis=lead)
-        return dx, None, dw, db, None
+        return dx, dw, db
+
+
+def _check_layer_norm(x, ns, weight, bias):
+    k = len(ns)
+    if k == 0 or x.ndim < k or tuple(x.shape[x.ndim - k:]) != ns:
+        raise ShapeError(f"layer_norm: normalized_shape {ns} does not match the trailing dims of input "
+                         f"shape {tuple(x.shape)} (expected input of shape (*, {', '.join(map(str, ns))}))")
+    for label, p in (("weight", weight), ("bias", bias)):
+        if p is not None and tuple(p.shape) != ns:
+            raise ShapeError(f"layer_norm: {label} shape {tuple(p.shape)} must equal normalized_shape {ns}")
+        check_dtype_like("layer_norm", label, p, x)
+
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """Normalise over the trailing ``normalized_shape`` dims (biased variance), then * weight + bias."""
+    ns = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    _check_layer_norm(input, ns, weight, bias)
+    return LayerNorm.apply(input, weight, bias, normalized_shape=ns, eps=float(eps))
 
 
 class BatchNorm(Function):
     name = "batch_norm"
 
     @staticmethod
-    def forward(ctx, x, running_mean, running_var, weight, bias, training, momentum, eps):
+    def forward(ctx, x, running_mean, running_var, weight, bias, *, training, momentum, eps):
         xp = ctx.xp
-        if x.ndim < 2:
-            raise ShapeError(f"batch_norm: expected an input of shape (N, C) or (N, C, *), got shape "
-                             f"{tuple(x.shape)}")
         C = x.shape[1]
-        for label, p in (("running_mean", running_mean), ("running_var", running_var),
-                         ("weight", weight), ("bias", bias)):
-            if p is not None and tuple(p.shape) != (C,):
-                raise ShapeError(f"batch_norm: {label} shape {tuple(p.shape)} does not match the {C} "
-                                 f"channels of input shape {tuple(x.shape)}")
-        if not training and (running_mean is None or running_var is None):
-            raise ArgumentError("batch_norm: running_mean and running_var must be given in eval mode "
-                                "(training=False)")
         bshape = (1, C) + (1,) * (x.ndim - 2)
         ctx.training = training
         if training:
             m = x.size // C
-            if m <= 1:
-                raise ShapeError(f"batch_norm: expected more than 1 value per channel when training, got "
-                                 f"input shape {tuple(x.shape)}")
             mean = channel_sum(xp, x).reshape(bshape) / m
             xc = x - mean
             var = channel_sum(xp, xc * xc).reshape(bshape) / m   # biased: used to normalise
@@ -113,7 +108,7 @@ class BatchNorm(Function):
     @staticmethod
     def backward(ctx, grad):
         x_hat, rstd, weight = saved(ctx)
-        need_x, need_w, need_b = ctx.needs_input_grad[0], ctx.needs_input_grad[3], ctx.needs_input_grad[4]
+        need_x, _, _, need_w, need_b = ctx.needs_input_grad
         xp = ctx.xp
         C = grad.shape[1]
         bshape = (1, C) + (1,) * (grad.ndim - 2)
@@ -127,4 +122,42 @@ class BatchNorm(Function):
             dw = channel_sum(xp, grad * x_hat)
         if need_b:
             db = channel_sum(xp, grad)
-        return dx, None, None, dw, db, None, None, None
+        return dx, None, None, dw, db
+
+
+def _check_batch_norm(x, running_mean, running_var, weight, bias, training, momentum):
+    if momentum is None or isinstance(momentum, bool) or not isinstance(momentum, (int, float)):
+        raise ArgumentError(f"batch_norm: momentum must be a float, got {momentum!r}")
+    if x.ndim < 2:
+        raise ShapeError(f"batch_norm: expected an input of shape (N, C) or (N, C, *), got shape "
+                         f"{tuple(x.shape)}")
+    C = x.shape[1]
+    for label, p in (("running_mean", running_mean), ("running_var", running_var),
+                     ("weight", weight), ("bias", bias)):
+        if p is not None and tuple(p.shape) != (C,):
+            raise ShapeError(f"batch_norm: {label} shape {tuple(p.shape)} does not match the {C} "
+                             f"channels of input shape {tuple(x.shape)}")
+    if not training and (running_mean is None or running_var is None):
+        raise ArgumentError("batch_norm: running_mean and running_var must be given in eval mode "
+                            "(training=False)")
+    if training and x.numel() <= C:  # (N * spatial) values per channel
+        raise ShapeError(f"batch_norm: expected more than 1 value per channel when training, got "
+                         f"input shape {tuple(x.shape)}")
+
+
+def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1,
+               eps=1e-5):
+    """Per-channel normalisation of (N, C) or (N, C, *) inputs.
+
+    training=True: batch statistics (biased variance) normalise, and running_mean/running_var (if given)
+    are updated in place: r = (1 - momentum) r + momentum * batch_stat, with the unbiased variance.
+    training=False: the running statistics normalise.
+    """
+    _check_batch_norm(input, running_mean, running_var, weight, bias, training, momentum)
+    out = BatchNorm.apply(input, running_mean, running_var, weight, bias, training=bool(training),
+                          momentum=float(momentum), eps=float(eps))
+    if training:  # the buffers changed in place
+        for buf in (running_mean, running_var):
+            if buf is not None:
+                bump(buf)
+    return out

@@ -5,30 +5,43 @@ offset, the input positions it touched are a strided slice with no repeats, so `
 even when windows overlap (they accumulate across offsets).
 """
 import itertools
+import math
+
+import numpy as np  # the adaptive pooling matrices are built on the host
 
 from ...autograd.function import Function
 from ...backend.layout import empty_in_order, in_order, memory_order
 from ...errors import ArgumentError, ShapeError
+from .._args import wrap
 from ._util import kernel_slices, ntuple, pad_spatial, windows
 
 
-def pool_geometry(op, spatial, kernel, stride, pads, dilation, ceil_mode):
+def pool_geometry(spatial, kernel, stride, pads, dilation, ceil_mode):
     """Output sizes and the extra right padding that ceil_mode needs (PyTorch's pooling_output_shape)."""
     out, extra = [], []
     for n, k, s, p, d in zip(spatial, kernel, stride, pads, dilation):
-        if p > (d * (k - 1) + 1) // 2:
-            raise ArgumentError(f"{op}: padding {p} should be at most half of the effective kernel size "
-                                f"{d * (k - 1) + 1} (kernel_size={k}, dilation={d})")
         span = n + 2 * p - d * (k - 1) - 1
         o = (span + (s - 1 if ceil_mode else 0)) // s + 1
         if ceil_mode and (o - 1) * s >= n + p:  # the last window must start inside the input or left pad
             o -= 1
-        if o < 1 or span < 0:
-            raise ShapeError(f"{op}: input spatial size {tuple(spatial)} with padding {tuple(pads)} is too "
-                             f"small for kernel size {tuple(kernel)} (dilation {tuple(dilation)})")
         out.append(o)
         extra.append(max(0, (o - 1) * s + d * (k - 1) + 1 - (n + 2 * p)))
     return tuple(out), tuple(extra)
+
+
+def _check_pool(op, nd, x, kernel, stride, pads, dilation, ceil_mode):
+    if x.ndim not in (nd + 1, nd + 2):
+        raise ShapeError(f"{op}: expected a {nd + 2}-D (N, C, ...) or {nd + 1}-D (C, ...) input, "
+                         f"got shape {tuple(x.shape)}")
+    spatial = tuple(x.shape[-nd:])
+    for k, p, d in zip(kernel, pads, dilation):
+        if p > (d * (k - 1) + 1) // 2:
+            raise ArgumentError(f"{op}: padding {p} should be at most half of the effective kernel size "
+                                f"{d * (k - 1) + 1} (kernel_size={k}, dilation={d})")
+    out, _ = pool_geometry(spatial, kernel, stride, pads, dilation, ceil_mode)
+    if any(o < 1 or n + 2 * p < d * (k - 1) + 1 for o, n, k, p, d in zip(out, spatial, kernel, pads, dilation)):
+        raise ShapeError(f"{op}: input spatial size {spatial} with padding {tuple(pads)} is too "
+                         f"small for kernel size {tuple(kernel)} (dilation {tuple(dilation)})")
 
 
 def _pad(ctx, x, value):
@@ -36,11 +49,9 @@ def _pad(ctx, x, value):
     return pad_spatial(ctx, x, tuple((p, p + e) for p, e in zip(ctx.pads, ctx.extra)), value)
 
 
-def _batched(ctx, x, nd):
-    ctx.unbatched = x.ndim == nd + 1
-    if x.ndim not in (nd + 1, nd + 2):
-        raise ShapeError(f"{ctx.name}: expected a {nd + 2}-D (N, C, ...) or {nd + 1}-D (C, ...) input, "
-                         f"got shape {tuple(x.shape)}")
+def _batched(ctx, x):
+    """(N, C, *spatial): an unbatched (C, *spatial) input gets N = 1 (``ctx.unbatched`` remembers it)."""
+    ctx.unbatched = x.ndim == ctx.nd + 1
     return x[None] if ctx.unbatched else x
 
 
@@ -88,14 +99,15 @@ class _MaxPoolNd(Function):
     """Forward keeps only the running maximum (one ``maximum`` per kernel offset: masked copies and an
     argmax over a tiny last axis are ~10x slower in NumPy); backward finds where each maximum came from by
     comparing the (padded) input with the output, so nothing extra is saved: both are already alive as
-    the previous op's output and the next op's input."""
+    the previous op's output and the next op's input. Given a list as ``indices_sink``, forward appends
+    PyTorch's ``return_indices`` to it (a Function has one output, and the indices have no gradient)."""
     nd = 0
 
     @staticmethod
-    def forward(ctx, x, kernel, stride, pads, dilation, ceil_mode, indices_sink):
+    def forward(ctx, x, *, kernel, stride, pads, dilation, ceil_mode, indices_sink):
         xp, nd = ctx.xp, ctx.nd
-        x4 = _batched(ctx, x, nd)
-        ctx.out, ctx.extra = pool_geometry(ctx.name, x4.shape[2:], kernel, stride, pads, dilation, ceil_mode)
+        x4 = _batched(ctx, x)
+        ctx.out, ctx.extra = pool_geometry(x4.shape[2:], kernel, stride, pads, dilation, ceil_mode)
         ctx.kernel, ctx.stride, ctx.pads, ctx.dilation = kernel, stride, pads, dilation
         low = -xp.inf if x.dtype.kind == "f" else xp.iinfo(x.dtype).min
         padded = _pad(ctx, x4, low)
@@ -116,7 +128,7 @@ class _MaxPoolNd(Function):
                 arg += hit * k
             flat = 0
             for dim in range(nd):
-                k_dim = (arg // _prod(kernel[dim + 1:])) % kernel[dim]
+                k_dim = (arg // math.prod(kernel[dim + 1:])) % kernel[dim]
                 pos = xp.arange(ctx.out[dim]).reshape((-1,) + (1,) * (nd - 1 - dim)) * stride[dim]
                 coord = pos + k_dim * dilation[dim] - pads[dim]
                 flat = flat * x4.shape[2 + dim] + coord
@@ -135,7 +147,7 @@ class _MaxPoolNd(Function):
         order = memory_order(x)
         grad = in_order(grad, memory_order(out), ctx.empty)     # one copy if the layouts differ
         contributions = lambda offs, dst: xp.multiply(grad, next(hits), out=dst)  # noqa: E731
-        return (_col2im(ctx, xp, x.shape, x.dtype, order, contributions),) + (None,) * 6
+        return _col2im(ctx, xp, x.shape, x.dtype, order, contributions)
 
 
 class MaxPool1d(_MaxPoolNd):
@@ -148,23 +160,16 @@ class MaxPool2d(_MaxPoolNd):
     nd = 2
 
 
-def _prod(xs):
-    n = 1
-    for v in xs:
-        n *= v
-    return n
-
-
 class _AvgPoolNd(Function):
     nd = 0
 
     @staticmethod
-    def forward(ctx, x, kernel, stride, pads, ceil_mode, count_include_pad, divisor_override):
+    def forward(ctx, x, *, kernel, stride, pads, ceil_mode, count_include_pad, divisor_override):
         xp, nd = ctx.xp, ctx.nd
-        x4 = _batched(ctx, x, nd)
+        x4 = _batched(ctx, x)
         dilation = (1,) * nd
         spatial = x4.shape[2:]
-        ctx.out, ctx.extra = pool_geometry(ctx.name, spatial, kernel, stride, pads, dilation, ceil_mode)
+        ctx.out, ctx.extra = pool_geometry(spatial, kernel, stride, pads, dilation, ceil_mode)
         ctx.kernel, ctx.stride, ctx.pads, ctx.dilation = kernel, stride, pads, dilation
         ctx.in_shape, ctx.dtype, ctx.order = x4.shape, x.dtype, memory_order(x4)
         win = windows(xp, _pad(ctx, x4, 0), kernel, stride, dilation)
@@ -172,7 +177,7 @@ class _AvgPoolNd(Function):
         if divisor_override is not None:
             div = float(divisor_override)
         elif count_include_pad and not any(ctx.extra):
-            div = float(_prod(kernel))
+            div = float(math.prod(kernel))
         else:  # PyTorch: the window clipped to [-p, n + p) (or to [0, n) without count_include_pad)
             div = 1.0
             for dim, (n, k, s, p) in enumerate(zip(spatial, kernel, stride, pads)):
@@ -190,7 +195,7 @@ class _AvgPoolNd(Function):
     def backward(ctx, grad):
         g = (grad[None] if ctx.unbatched else grad) / ctx.div
         contributions = lambda offs, dst: g if dst is None else ctx.xp.copyto(dst, g)  # noqa: E731
-        return (_col2im(ctx, ctx.xp, ctx.in_shape, ctx.dtype, ctx.order, contributions),) + (None,) * 6
+        return _col2im(ctx, ctx.xp, ctx.in_shape, ctx.dtype, ctx.order, contributions)
 
 
 class AvgPool1d(_AvgPoolNd):
@@ -205,7 +210,6 @@ class AvgPool2d(_AvgPoolNd):
 
 def _adaptive_matrix(xp, n_in, n_out, dtype):
     """(n_out, n_in) averaging matrix: row i averages [floor(i n/o), ceil((i+1) n/o)) as PyTorch."""
-    import numpy as np
     m = np.zeros((n_out, n_in))
     for i in range(n_out):
         start = (i * n_in) // n_out
@@ -220,39 +224,86 @@ class AdaptiveAvgPool2d(Function):
     name = "adaptive_avg_pool2d"
 
     @staticmethod
-    def forward(ctx, x, output_size):
+    def forward(ctx, x, *, output_size):
         xp = ctx.xp
-        if x.ndim not in (3, 4):
-            raise ShapeError(f"adaptive_avg_pool2d: expected a 4-D (N, C, H, W) or 3-D (C, H, W) input, "
-                             f"got shape {tuple(x.shape)}")
         H, W = x.shape[-2:]
         oh = H if output_size[0] is None else output_size[0]
         ow = W if output_size[1] is None else output_size[1]
-        if H < 1 or W < 1:
-            raise ShapeError(f"adaptive_avg_pool2d: input spatial size ({H}, {W}) must be non-empty")
         ctx.ah = _adaptive_matrix(xp, H, oh, x.dtype)
         ctx.aw = _adaptive_matrix(xp, W, ow, x.dtype)
         return ctx.ah @ (x @ ctx.aw.T)
 
     @staticmethod
     def backward(ctx, grad):
-        return ctx.ah.T @ (grad @ ctx.aw), None
+        return ctx.ah.T @ (grad @ ctx.aw)
 
 
 def pool_args(op, nd, kernel_size, stride, padding, dilation=1):
+    """kernel, stride (default: the kernel), padding and dilation as tuples of ``nd`` ints."""
     kernel = ntuple(op, "kernel_size", kernel_size, nd, 1)
     stride = kernel if stride is None or (isinstance(stride, (tuple, list)) and len(stride) == 0) \
         else ntuple(op, "stride", stride, nd, 1)
     return kernel, stride, ntuple(op, "padding", padding, nd, 0), ntuple(op, "dilation", dilation, nd, 1)
 
 
-def adaptive_size(op, output_size):
-    if isinstance(output_size, (tuple, list)):
-        sizes = tuple(output_size)
-    else:
-        sizes = (output_size, output_size)
+def _max_pool(cls, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices):
+    op, nd = cls.name, cls.nd
+    kernel, stride, pads, dilation = pool_args(op, nd, kernel_size, stride, padding, dilation)
+    _check_pool(op, nd, input, kernel, stride, pads, dilation, bool(ceil_mode))
+    sink = [] if return_indices else None
+    out = cls.apply(input, kernel=kernel, stride=stride, pads=pads, dilation=dilation, ceil_mode=bool(ceil_mode),
+                    indices_sink=sink)
+    return (out, wrap(sink[0], input.device)) if return_indices else out
+
+
+def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    return _max_pool(MaxPool1d, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices)
+
+
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    """Max over (possibly overlapping) windows; stride defaults to kernel_size; padding counts as -inf.
+
+    With return_indices=True also returns int64 indices into each flattened input plane (as PyTorch)."""
+    return _max_pool(MaxPool2d, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices)
+
+
+def _avg_pool(cls, input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override):
+    op, nd = cls.name, cls.nd
+    kernel, stride, pads, dilation = pool_args(op, nd, kernel_size, stride, padding)
+    if divisor_override is not None and (isinstance(divisor_override, bool) or
+                                         not isinstance(divisor_override, int) or divisor_override == 0):
+        raise ArgumentError(f"{op}: divisor_override must be a non-zero int, got {divisor_override!r}")
+    _check_pool(op, nd, input, kernel, stride, pads, dilation, bool(ceil_mode))
+    return cls.apply(input, kernel=kernel, stride=stride, pads=pads, ceil_mode=bool(ceil_mode),
+                     count_include_pad=bool(count_include_pad), divisor_override=divisor_override)
+
+
+def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
+    return _avg_pool(AvgPool1d, input, kernel_size, stride, padding, ceil_mode, count_include_pad, None)
+
+
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    """Mean over windows; padded zeros count in the divisor unless count_include_pad=False."""
+    return _avg_pool(AvgPool2d, input, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                     divisor_override)
+
+
+def _adaptive_size(output_size):
+    sizes = tuple(output_size) if isinstance(output_size, (tuple, list)) else (output_size, output_size)
     if len(sizes) != 2 or not all(s is None or (isinstance(s, int) and not isinstance(s, bool) and s >= 1)
                                   for s in sizes):
-        raise ArgumentError(f"{op}: output_size must be a positive int or a pair of positive ints/None, "
-                            f"got {output_size!r}")
+        raise ArgumentError(f"adaptive_avg_pool2d: output_size must be a positive int or a pair of positive "
+                            f"ints/None, got {output_size!r}")
     return sizes
+
+
+def adaptive_avg_pool2d(input, output_size):
+    """Average-pool (N, C, H, W) to ``output_size`` (int, pair, None keeps a dim); any sizes, PyTorch's bins."""
+    sizes = _adaptive_size(output_size)
+    if input.ndim not in (3, 4):
+        raise ShapeError(f"adaptive_avg_pool2d: expected a 4-D (N, C, H, W) or 3-D (C, H, W) input, "
+                         f"got shape {tuple(input.shape)}")
+    if 0 in input.shape[-2:]:
+        raise ShapeError(f"adaptive_avg_pool2d: input spatial size {tuple(input.shape[-2:])} must be non-empty")
+    return AdaptiveAvgPool2d.apply(input, output_size=sizes)

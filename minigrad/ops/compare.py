@@ -1,0 +1,80 @@
+"""Comparisons, logic and other ops without a gradient: results are new tensors outside the graph.
+
+They compute on the arrays directly (no Function: nothing to record) and wrap the result like any op's
+(``_args.wrap``). ``floor_divide`` and ``remainder`` are computed the same way: minigrad does not
+differentiate them.
+"""
+from ..errors import ArgumentError, DTypeError, ShapeError
+from ..tensor import Tensor
+from ._args import norm_dims, operand_data, wrap
+
+
+def _binary(np_name):
+    """The function ``a <op> b`` computed by the array module's ``np_name`` (named so in messages)."""
+    def fn(a, b):
+        if not isinstance(a, Tensor):
+            raise ArgumentError(f"{np_name}: first argument must be a Tensor")
+        bd = operand_data(b, a, np_name)
+        try:
+            res = getattr(a.device.xp, np_name)(a.data, bd)
+        except ValueError as e:
+            raise ShapeError(f"{np_name}: {e} (shapes {tuple(a.shape)}, {tuple(getattr(bd, 'shape', ()))})") \
+                from None
+        except TypeError as e:
+            raise DTypeError(f"{np_name}: {e} (dtypes {a.dtype}, {getattr(b, 'dtype', type(b).__name__)})") \
+                from None
+        return wrap(res, a.device)
+    fn.__name__ = fn.__qualname__ = np_name
+    return fn
+
+
+lt = less = _binary("less")
+le = less_equal = _binary("less_equal")
+gt = greater = _binary("greater")
+ge = greater_equal = _binary("greater_equal")
+eq = equal_elementwise = _binary("equal")
+ne = not_equal = _binary("not_equal")
+logical_and = _binary("logical_and")
+logical_or = _binary("logical_or")
+logical_xor = _binary("logical_xor")
+floor_divide = _binary("floor_divide")
+remainder = _binary("remainder")
+
+
+def logical_not(a):
+    if a.data.dtype.kind != "b":
+        raise DTypeError(f"logical_not (~): expected a bool tensor, got {a.dtype}")
+    return wrap(~a.data, a.device)
+
+
+def isnan(a):
+    return wrap(a.device.xp.isnan(a.data), a.device)
+
+
+def isinf(a):
+    return wrap(a.device.xp.isinf(a.data), a.device)
+
+
+def isfinite(a):
+    return wrap(a.device.xp.isfinite(a.data), a.device)
+
+
+def sign(a):
+    return wrap(a.data.copy() if a.data.dtype.kind == "b" else a.device.xp.sign(a.data), a.device)
+
+
+def all(a, dim=None, keepdim=False):
+    return wrap(a.device.xp.all(a.data, axis=norm_dims(dim, a.ndim, "all"), keepdims=keepdim), a.device)
+
+
+def any(a, dim=None, keepdim=False):
+    return wrap(a.device.xp.any(a.data, axis=norm_dims(dim, a.ndim, "any"), keepdims=keepdim), a.device)
+
+
+def equal(a, b):
+    """True when both tensors have the same shape and values (PyTorch's torch.equal)."""
+    return tuple(a.shape) == tuple(b.shape) and bool((a.data == b.data).all())
+
+
+def allclose(a, b, rtol=1e-5, atol=1e-8):
+    return bool(a.device.xp.allclose(a.data, b.data, rtol=rtol, atol=atol))

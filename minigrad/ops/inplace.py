@@ -1,0 +1,159 @@
+"""In-place ops (``add_``, ``x[i] = v``, ``fill_``, ``copy_``...): writing into a tensor's storage safely.
+
+A module of its own because in-place writes are where autograd's bookkeeping lives, not maths: every write
+bumps the storage's version counter (so a backward that saved the old values refuses to run), leaves that
+require grad are refused, a tracked write computes from a snapshot and rebases the tensor onto the
+result's graph, and an untracked arithmetic write uses the ufunc's ``out=`` so no full-size temporary is
+made. The maths of each op stays in its own module: these functions run it and write its result.
+"""
+import numpy as np
+
+from ..autograd import grad_mode
+from ..backend import dtypes
+from ..errors import AutogradError, DeviceError, DTypeError, OpIndexError, ShapeError
+from ..random import host_rng
+from ..tensor import Tensor
+from ._args import NUMBER, as_tensor_like, operand, operand_data
+from .elementwise import cast, clone
+from .indexing import SetItem, convert_index
+from .shape import expand
+from .transfer import move_array, to_device
+
+_grad = grad_mode._state
+_INPLACE_UFUNCS = {"add": "add", "sub": "subtract", "mul": "multiply", "div": "divide"}
+
+
+def bump(t):
+    """Record that ``t``'s storage changed (every view of it shares the counter)."""
+    t._vc[0] += 1
+    return t
+
+
+def _check_inplace(t, op):
+    if t.requires_grad and t.grad_fn is None and _grad.enabled:
+        raise AutogradError(f"{op}: a leaf tensor that requires grad is used in an in-place operation "
+                            f"(do it under mg.no_grad(), or work on a clone)")
+
+
+def _check_writable(t, op):
+    if not getattr(t.data.flags, "writeable", True):
+        raise ShapeError(f"{op}: the tensor of shape {tuple(t.shape)} is a broadcast view (expand) whose "
+                         f"elements share memory; clone() it before writing in place")
+
+
+def _check_result_shape(t, result, op):
+    if result.shape != t.shape:
+        raise ShapeError(f"{op}: output of shape {tuple(result.shape)} can't be written into a tensor of "
+                         f"shape {tuple(t.shape)}")
+
+
+def _write(t, index, values, op):
+    """``t.data[index] = values``, then bump the version; NumPy's complaints become minigrad errors."""
+    _check_writable(t, op)
+    try:
+        t.data[index] = values
+    except IndexError as e:
+        raise OpIndexError(f"{op}: {e} (tensor shape {tuple(t.shape)})") from None
+    except (ValueError, TypeError) as e:
+        raise ShapeError(f"{op}: {e} (tensor shape {tuple(t.shape)})") from None
+    return bump(t)
+
+
+def _rebase(t, result, op):
+    """Make the in-place op's result ``t``'s new value and history."""
+    if getattr(t, "_is_view", False):
+        raise AutogradError(f"{op}: in-place autograd on a view is not supported by minigrad; "
+                            f"use an out-of-place op")
+    _check_result_shape(t, result, op)
+    if result.data.dtype != t.data.dtype:
+        result = cast(result, t.dtype)
+    _write(t, ..., result.data, op)
+    t.grad_fn = result.grad_fn
+    t.requires_grad = result.requires_grad
+    return t
+
+
+def _snapshot(t):
+    """A private copy of ``t`` that keeps its history. A recorded in-place op computes from (and may save
+    for its backward) this copy, so writing the result into ``t``'s storage can't corrupt what it saved."""
+    s = Tensor._make(t.data.copy(), t.device, t.requires_grad)
+    s.grad_fn = t.grad_fn
+    return s
+
+
+def inplace(t, fn, *args):
+    """Run ``fn(t, *args)`` and write the result into ``t`` (``add_``, ``mul_``, ``clamp_``...)."""
+    op = fn.__name__ + "_"
+    _check_inplace(t, op)
+    tracking = _grad.enabled and (t.requires_grad or any(isinstance(x, Tensor) and x.requires_grad
+                                                         for x in args))
+    if tracking:
+        snap = _snapshot(t)
+        return _rebase(t, fn(snap, *(snap if a is t else a for a in args)), op)
+    ufunc = _INPLACE_UFUNCS.get(fn.__name__)
+    if ufunc is not None and len(args) == 1:  # add_/sub_/mul_/div_: truly in place, no temporary
+        return _ufunc_inplace(t, ufunc, args[0], op)
+    with grad_mode.no_grad():
+        result = fn(t, *args)
+    _check_result_shape(t, result, op)
+    if not np.can_cast(result.data.dtype, t.data.dtype, "same_kind"):
+        raise DTypeError(f"{op}: result type {result.dtype} can't be cast to the tensor's dtype {t.dtype}")
+    return _write(t, ..., result.data, op)
+
+
+def _ufunc_inplace(t, ufunc, other, op):
+    """``t op= other`` with the ufunc's ``out=`` (as PyTorch's in-place ops: no full-size temporary)."""
+    other = other if isinstance(other, NUMBER) else operand_data(other, t, op)
+    _check_writable(t, op)
+    try:
+        getattr(t.device.xp, ufunc)(t.data, other, out=t.data, casting="same_kind")
+    except TypeError:
+        if isinstance(other, float) or (ufunc == "divide" and t.data.dtype.kind in "biu"):
+            result = dtypes.default_float.name   # int tensor and a Python float: float32, as in PyTorch
+        else:
+            result = np.result_type(t.data.dtype, other).name
+        raise DTypeError(f"{op}: result type {result} can't be cast to the tensor's dtype "
+                         f"{t.dtype.name}") from None
+    except ValueError:
+        raise ShapeError(f"{op}: output of shape {tuple(np.broadcast_shapes(t.shape, np.shape(other)))} "
+                         f"can't be written into a tensor of shape {tuple(t.shape)}") from None
+    return bump(t)
+
+
+def setitem_(t, index, value):
+    """``t[index] = value``; differentiable through ``SetItem`` when ``t`` or ``value`` requires grad."""
+    _check_inplace(t, "setitem")
+    idx = convert_index(index, t)
+    if isinstance(value, Tensor) and value.device != t.device:
+        raise DeviceError(f"setitem: value on {value.device} for a tensor on {t.device}")
+    if _grad.enabled and (t.requires_grad or (isinstance(value, Tensor) and value.requires_grad)):
+        v = value if isinstance(value, Tensor) else operand(value, t)
+        if isinstance(v, Tensor) and v.data.dtype != t.data.dtype:
+            v = cast(v, t.dtype)  # the gradient is cast back to the value's dtype
+        return _rebase(t, SetItem.apply(t, v, index=idx), "setitem")
+    return _write(t, idx, value.data if isinstance(value, Tensor) else value, "setitem")
+
+
+def fill_(t, value):
+    _check_inplace(t, "fill_")
+    return _write(t, ..., value.item() if isinstance(value, Tensor) else value, "fill_")
+
+
+def copy_(t, src):
+    """Copy ``src``'s values (broadcast, cast and moved to ``t``'s device) into ``t``."""
+    _check_inplace(t, "copy_")
+    if not isinstance(src, Tensor):
+        src = as_tensor_like(src, t)
+    if _grad.enabled and src.requires_grad:
+        moved = cast(src if src.device == t.device else to_device(src, t.device), t.dtype)
+        return _rebase(t, expand(moved, *t.shape) + 0 if moved.shape != t.shape else clone(moved), "copy_")
+    data = src.data if src.device == t.device else move_array(src.data, src.device, t.device)
+    return _write(t, ..., data, "copy_")
+
+
+def random_fill_(t, kind, a, b, generator):
+    """``uniform_(a, b)`` or ``normal_(mean=a, std=b)``, drawn on the host from ``generator``."""
+    _check_inplace(t, kind + "_")
+    rng = host_rng(generator)
+    host = rng.uniform(a, b, t.shape) if kind == "uniform" else rng.normal(a, b, t.shape)
+    return _write(t, ..., t.device.backend.asarray(host.astype(t.data.dtype)), kind + "_")
