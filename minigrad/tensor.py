@@ -3,7 +3,10 @@
 A Tensor owns ``data`` (a NumPy or CuPy array), knows its ``device`` and, when it was produced by a
 recorded op, its ``grad_fn`` (the graph node that will send gradients to the op's inputs). Leaves are
 tensors without ``grad_fn``; when they ``requires_grad`` the engine accumulates into their ``.grad``.
-Every operator below delegates to a function in ``minigrad.ops``; the maths lives there, one Function each.
+
+This file holds what a tensor *is* (storage, metadata, host conversion, its place in the graph). What a
+tensor *does* — operators, indexing, in-place methods, ``to``/``clone`` — are functions of ``minigrad.ops``
+bound onto the class in ``_methods.py``: ops create Tensors, so tensor.py must not import them.
 """
 import numpy as np
 
@@ -233,51 +236,11 @@ class Tensor:
         self._post_acc_hooks.append(hook)
         return _RemovableHandle(self._post_acc_hooks, hook)
 
-    # --- copies, dtype and device -----------------------------------------------------------------
-    def clone(self):
-        return _ops.clone(self)
-
-    def contiguous(self):
-        """C-order (row-major) memory: ``self`` if it is already, else a differentiable copy."""
-        return self if self.data.flags.c_contiguous else _ops.clone(self)
-
+    # --- memory layout, dtype and device (``to``, ``clone``, the operators, in-place methods: _methods.py) --
     def is_contiguous(self):
         """True when the memory is C-order. A conv's output is not: it is channels-last memory viewed as
         (N, C, H, W), as with PyTorch's ``memory_format=torch.channels_last``."""
         return bool(self.data.flags.c_contiguous)
-
-    def stride(self, dim=None):
-        """Strides in elements (PyTorch's convention; NumPy's ``.data.strides`` are in bytes)."""
-        strides = tuple(s // self.data.itemsize for s in self.data.strides)
-        return strides if dim is None else strides[_ops._norm_dim(dim, self.ndim, "stride")]
-
-    def to(self, *args, **kwargs):
-        """``to(dtype)``, ``to(device)``, ``to(device, dtype)``, ``to(other_tensor)``; differentiable."""
-        dtype = kwargs.pop("dtype", None)
-        dev = kwargs.pop("device", None)
-        kwargs.pop("non_blocking", None)
-        copy = kwargs.pop("copy", False)
-        if kwargs:
-            raise TypeError(f"to(): unexpected arguments {sorted(kwargs)}")
-        for a in args:
-            if isinstance(a, Tensor):
-                dtype, dev = a.dtype, a.device
-            elif isinstance(a, (str, type(CPU))) and not (isinstance(a, str) and a in dtypes._BY_NAME):
-                dev = a
-            else:
-                dtype = a
-        out = self
-        if dev is not None:
-            dev = _device(dev)
-            if dev != out.device:
-                out = _ops.to_device(out, dev)
-        if dtype is not None:
-            dt = dtypes.to_dtype(dtype)
-            if dt.np_dtype != out.data.dtype:
-                out = _ops.cast(out, dt)
-        if copy and out is self:
-            out = self.clone()
-        return out
 
     def cpu(self):
         return self.to("cpu")
@@ -309,148 +272,6 @@ class Tensor:
 
     def type_as(self, other):
         return self.to(other.dtype)
-
-    # --- arithmetic operators ---------------------------------------------------------------------
-    def __add__(self, other):
-        return _ops.add(self, other)
-
-    def __radd__(self, other):
-        return _ops.add(self, other)
-
-    def __sub__(self, other):
-        return _ops.sub(self, other)
-
-    def __rsub__(self, other):
-        return _ops.rsub(self, other)
-
-    def __mul__(self, other):
-        return _ops.mul(self, other)
-
-    def __rmul__(self, other):
-        return _ops.mul(self, other)
-
-    def __truediv__(self, other):
-        return _ops.div(self, other)
-
-    def __rtruediv__(self, other):
-        return _ops.rdiv(self, other)
-
-    def __neg__(self):
-        return _ops.neg(self)
-
-    def __pos__(self):
-        return self
-
-    def __pow__(self, other):
-        return _ops.pow(self, other)
-
-    def __rpow__(self, other):
-        return _ops.rpow(self, other)
-
-    def __matmul__(self, other):
-        return _ops.matmul(self, other)
-
-    def __rmatmul__(self, other):
-        return _ops.matmul(_ops.as_tensor_like(other, self), self)
-
-    def __abs__(self):
-        return _ops.abs(self)
-
-    def __floordiv__(self, other):
-        return _ops.floor_divide(self, other)
-
-    def __mod__(self, other):
-        return _ops.remainder(self, other)
-
-    # comparisons and logic: no gradient
-    def __lt__(self, other):
-        return _ops.lt(self, other)
-
-    def __le__(self, other):
-        return _ops.le(self, other)
-
-    def __gt__(self, other):
-        return _ops.gt(self, other)
-
-    def __ge__(self, other):
-        return _ops.ge(self, other)
-
-    def __eq__(self, other):
-        return _ops.eq(self, other)
-
-    def __ne__(self, other):
-        return _ops.ne(self, other)
-
-    def __invert__(self):
-        return _ops.logical_not(self)
-
-    def __and__(self, other):
-        return _ops.logical_and(self, other)
-
-    def __or__(self, other):
-        return _ops.logical_or(self, other)
-
-    def __xor__(self, other):
-        return _ops.logical_xor(self, other)
-
-    # in-place operators
-    def __iadd__(self, other):
-        return self.add_(other)
-
-    def __isub__(self, other):
-        return self.sub_(other)
-
-    def __imul__(self, other):
-        return self.mul_(other)
-
-    def __itruediv__(self, other):
-        return self.div_(other)
-
-    # --- indexing ---------------------------------------------------------------------------------
-    def __getitem__(self, index):
-        return _ops.getitem(self, index)
-
-    def __setitem__(self, index, value):
-        _ops.setitem_(self, index, value)
-
-    # --- in-place methods (bump the version counter; refuse leaves that require grad) ---------------
-    def add_(self, other, alpha=1):
-        return _ops.inplace(self, _ops.add, other if alpha == 1 else other * alpha)
-
-    def sub_(self, other, alpha=1):
-        return _ops.inplace(self, _ops.sub, other if alpha == 1 else other * alpha)
-
-    def mul_(self, other):
-        return _ops.inplace(self, _ops.mul, other)
-
-    def div_(self, other):
-        return _ops.inplace(self, _ops.div, other)
-
-    def pow_(self, other):
-        return _ops.inplace(self, _ops.pow, other)
-
-    def clamp_(self, min=None, max=None):
-        return _ops.inplace(self, _ops.clamp, min, max)
-
-    clip_ = clamp_
-
-    def masked_fill_(self, mask, value):
-        return _ops.inplace(self, _ops.masked_fill, mask, value)
-
-    def copy_(self, src):
-        return _ops.copy_(self, src)
-
-    def zero_(self):
-        return _ops.fill_(self, 0)
-
-    def fill_(self, value):
-        return _ops.fill_(self, value)
-
-    def uniform_(self, a=0.0, b=1.0, generator=None):
-        return _ops.random_fill_(self, "uniform", a, b, generator)
-
-    def normal_(self, mean=0.0, std=1.0, generator=None):
-        return _ops.random_fill_(self, "normal", mean, std, generator)
 
 
 def _rebuild(host, device, requires_grad):
@@ -518,4 +339,3 @@ def tensor(data, dtype=None, device=None, requires_grad=False):
 
 
 bind_tensor_class(Tensor)
-from . import ops as _ops  # noqa: E402  (ops import Tensor; Tensor's operators call ops)

@@ -56,18 +56,13 @@ def _within(name, prefixes):
     return any(name == p or name.startswith(p + ".") for p in prefixes)
 
 
-_UNTIL_OPS_LAYOUT = {"minigrad._methods"}  # binds Tensor.relu through nn.functional until the ops move lands
-
-
-@pytest.mark.parametrize("module", [pytest.param(m, marks=pytest.mark.xfail(strict=True)) if m in _UNTIL_OPS_LAYOUT
-                                    else m for m in sorted(m for m in MODULES if _within(m, CORE))])
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if _within(m, CORE)))
 def test_core_module_imports_no_feature_layer(module):
     upward = sorted(m for m in MODULES[module] if _within(m, FEATURES))
     assert not upward, f"{module} (core) imports the feature layer(s) {upward}: register at an extension " \
                        f"point instead (minigrad/autograd/extensions.py)"
 
 
-@pytest.mark.xfail(strict=True, reason="tensor <-> ops until Tensor's operators are bound in _methods.py")
 def test_no_import_cycles_between_modules():
     """``from . import x`` inside a package needs only the package object, so an edge from a module to a
     package that contains it is not a dependency; every other import is."""
