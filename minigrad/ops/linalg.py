@@ -1,5 +1,6 @@
 """Matrix multiplication: 1-D, 2-D, batched, with broadcast batch dims (NumPy/PyTorch matmul rules)."""
 from ..autograd.function import Function
+from ..backend.gemm import matmul
 
 
 def _mT(x):
@@ -12,7 +13,7 @@ class MatMul(Function):
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
-        return a @ b
+        return matmul(ctx.xp, a, b)
 
     @staticmethod
     def backward(ctx, grad):
@@ -31,16 +32,16 @@ class MatMul(Function):
             g = g[..., None]
         ga = gb = None
         if need_a:
-            ga = g @ _mT(b2)
+            ga = matmul(ctx.xp, g, _mT(b2))
             if a_vec:
                 ga = ga.reshape(-1, a.shape[0]).sum(0) if ga.ndim > 2 else ga[0]
         if need_b:
             if b2.ndim == 2 and a2.ndim > 2:
                 # (…, n, k) @ (k, m): fold the batch into one GEMM instead of summing per batch
                 k, m = b2.shape
-                gb = a2.reshape(-1, k).T @ g.reshape(-1, m)
+                gb = matmul(ctx.xp, a2.reshape(-1, k).T, g.reshape(-1, m))
             else:
-                gb = _mT(a2) @ g
+                gb = matmul(ctx.xp, _mT(a2), g)
             if b_vec:
                 gb = gb[..., 0]
         return ga, gb

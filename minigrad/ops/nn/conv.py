@@ -19,6 +19,7 @@ exactly PyTorch's; only ``.data.strides`` differ, as with PyTorch's ``memory_for
 import itertools
 
 from ...autograd.function import Function
+from ...backend.gemm import matmul
 from ...backend.layout import is_channels_last
 from ...errors import ArgumentError, DTypeError, ShapeError
 from ._util import channel_sum, kernel_slices, ntuple, pad_spatial, windows
@@ -132,7 +133,7 @@ class _ConvNd(Function):
         has_bias = bias is not None
         cols = _im2col(ctx, x, has_bias)                            # (G, N*L, Kg [+ 1 ones column])
         w = _weight_matrix(xp, weight, bias, G, ctx.kc)             # (G, Og, Kg [+ 1 bias column])
-        y = xp.matmul(cols, w.swapaxes(1, 2), out=ctx.empty((G, NL, Og), x.dtype))
+        y = matmul(xp, cols, w.swapaxes(1, 2), out=ctx.empty((G, NL, Og), x.dtype))
         if G == 1:
             y = y.reshape((N,) + out + (O,))
         else:   # interleave the groups' channels: (G, N*L, Og) -> (N*L, G, Og)
@@ -157,7 +158,7 @@ class _ConvNd(Function):
         gmt = gm.swapaxes(0, 1)                             # (G, N*L, Og)
         dx = dw = db = None
         if need_w:
-            dw = gmt.swapaxes(1, 2) @ cols                  # (G, Og, Kg [+ 1])
+            dw = matmul(xp, gmt.swapaxes(1, 2), cols)      # (G, Og, Kg [+ 1])
             Kg = Cg * _prod(ctx.kernel)
             if dw.shape[2] > Kg:                            # the ones column: its weight is the bias
                 db, dw = dw[:, :, Kg].reshape(O), dw[:, :, :Kg]
@@ -169,7 +170,7 @@ class _ConvNd(Function):
         if need_x:
             K = _prod(ctx.kernel)
             wk = xp.ascontiguousarray(weight.reshape(G, Og, Cg, K).transpose(0, 3, 1, 2))   # (G, K, Og, Cg)
-            dcols = gmt[:, None] @ wk                       # (G, K, N*L, Cg): one GEMM per offset
+            dcols = matmul(xp, gmt[:, None], wk)           # (G, K, N*L, Cg): one GEMM per offset
             padded = tuple(s + lo + hi for s, (lo, hi) in zip(ctx.x_shape[2:], ctx.pads))
             # col2im in channels-last memory (N, *padded, G, Cg): each offset adds runs of channels
             dxp = ctx.empty((N,) + padded + (G, Cg), weight.dtype)

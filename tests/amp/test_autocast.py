@@ -1,0 +1,241 @@
+"""autocast: every op of the policy table gives the dtype the table says, on cpu and (emulated) cuda;
+nesting, enabled=False, the decorator, the weight-cast cache; backward in each op's forward dtype;
+gradients of real models under autocast against float32."""
+import collections
+
+import numpy as np
+import pytest
+
+import minigrad as mg
+import minigrad.nn.functional as F
+from minigrad import nn
+from minigrad.amp import policy
+from minigrad.autograd import extensions
+from minigrad.autograd.function import Function
+from minigrad.examples.tiny_gpt import TinyGPT
+
+F16, F32 = mg.float16, mg.float32
+
+
+def _r(dev, *shape, dtype=F32):
+    return mg.randn(*shape, device=dev).to(dtype)
+
+
+def _pos(dev, *shape, dtype=F32):
+    return (mg.rand(*shape, device=dev) + 0.5).to(dtype)
+
+
+def _t(dev):
+    return mg.tensor([0, 2, 1], device=dev)
+
+
+# op name -> builds the call from a device; LOWER cases get float32 inputs, FLOAT32 cases float16 ones,
+# PROMOTE cases one float16 and one float32 input
+CASES = {
+    "matmul": lambda d: _r(d, 3, 4) @ _r(d, 4, 5),
+    "linear": lambda d: F.linear(_r(d, 2, 4), _r(d, 3, 4), _r(d, 3)),
+    "conv1d": lambda d: F.conv1d(_r(d, 2, 3, 8), _r(d, 4, 3, 3), _r(d, 4)),
+    "conv2d": lambda d: F.conv2d(_r(d, 2, 3, 6, 6), _r(d, 4, 3, 3, 3), _r(d, 4), padding=1),
+    "scaled_dot_product_attention": lambda d: F.scaled_dot_product_attention(
+        _r(d, 2, 5, 4), _r(d, 2, 5, 4), _r(d, 2, 5, 4), is_causal=True),
+    "softmax": lambda d: F.softmax(_r(d, 3, 4, dtype=F16), dim=-1),
+    "log_softmax": lambda d: F.log_softmax(_r(d, 3, 4, dtype=F16), dim=-1),
+    "cross_entropy": lambda d: F.cross_entropy(_r(d, 3, 4, dtype=F16), _t(d)),
+    "nll_loss": lambda d: F.nll_loss(_r(d, 3, 4, dtype=F16), _t(d)),
+    "mse_loss": lambda d: F.mse_loss(_r(d, 3, 4, dtype=F16), _r(d, 3, 4, dtype=F16)),
+    "binary_cross_entropy_with_logits": lambda d: F.binary_cross_entropy_with_logits(
+        _r(d, 3, 4, dtype=F16), _pos(d, 3, 4, dtype=F16) - 0.5),
+    "layer_norm": lambda d: F.layer_norm(_r(d, 3, 4, dtype=F16), (4,), _r(d, 4), _r(d, 4)),
+    "batch_norm": lambda d: F.batch_norm(_r(d, 5, 3, 2, dtype=F16), mg.zeros(3, device=d), mg.ones(3, device=d),
+                                         _r(d, 3), _r(d, 3), training=True),
+    "sum": lambda d: _r(d, 3, 4, dtype=F16).sum(),
+    "mean": lambda d: _r(d, 3, 4, dtype=F16).mean(dim=0),
+    "var": lambda d: mg.var(_r(d, 3, 4, dtype=F16), dim=1),
+    "prod": lambda d: mg.prod(_pos(d, 3, 4, dtype=F16), dim=1),
+    "cumsum": lambda d: mg.cumsum(_r(d, 3, 4, dtype=F16), dim=1),
+    "logsumexp": lambda d: mg.logsumexp(_r(d, 3, 4, dtype=F16), dim=1),
+    "exp": lambda d: _r(d, 3, 4, dtype=F16).exp(),
+    "log": lambda d: _pos(d, 3, 4, dtype=F16).log(),
+    "pow": lambda d: _pos(d, 3, 4, dtype=F16) ** 2.5,
+    "sqrt": lambda d: _pos(d, 3, 4, dtype=F16).sqrt(),
+    "add": lambda d: _r(d, 3, 4, dtype=F16) + _r(d, 3, 4),
+    "sub": lambda d: _r(d, 3, 4, dtype=F16) - _r(d, 3, 4),
+    "mul": lambda d: _r(d, 3, 4, dtype=F16) * _r(d, 3, 4),
+    "div": lambda d: _r(d, 3, 4, dtype=F16) / _pos(d, 3, 4),
+    "maximum": lambda d: mg.maximum(_r(d, 3, 4, dtype=F16), _r(d, 3, 4)),
+    "minimum": lambda d: mg.minimum(_r(d, 3, 4, dtype=F16), _r(d, 3, 4)),
+    "where": lambda d: mg.where(_r(d, 3, 4) > 0, _r(d, 3, 4, dtype=F16), _r(d, 3, 4)),
+    "cat": lambda d: mg.cat([_r(d, 3, 4, dtype=F16), _r(d, 2, 4)]),
+    "stack": lambda d: mg.stack([_r(d, 3, 4, dtype=F16), _r(d, 3, 4)]),
+}
+EXPECTED = {policy.LOWER: F16, policy.FLOAT32: F32, policy.PROMOTE: F32}
+
+
+def _op_names():
+    def walk(c):
+        for s in c.__subclasses__():
+            yield s
+            yield from walk(s)
+    return {c.name for c in walk(Function)}
+
+
+def test_every_policy_entry_is_a_real_op_and_has_a_case():
+    assert set(CASES) == set(policy.POLICY)
+    assert set(policy.POLICY) <= _op_names(), set(policy.POLICY) - _op_names()
+    rows = dict(policy.table())
+    assert sorted(sum(rows.values(), [])) == sorted(policy.POLICY)
+
+
+@pytest.fixture(params=["cpu", "cuda"])
+def dev(request):
+    if request.param == "cuda" and not mg.cuda.is_available():
+        pytest.skip("no CUDA device (MINIGRAD_EMULATE_CUDA=1 runs the emulated one)")
+    return request.param
+
+
+@pytest.mark.parametrize("name", sorted(policy.POLICY))
+def test_policy_output_dtype(name, dev):
+    seen = collections.Counter()
+
+    def spy(op, args, kwargs, run):
+        seen[op.name] += 1
+        return run()
+
+    with extensions.forward_wrappers.added(spy):
+        with mg.autocast(device_type=dev):
+            out = CASES[name](dev)
+    assert seen[name] >= 1, f"the case for {name} did not run that op (ran {sorted(seen)})"
+    assert out.dtype == EXPECTED[policy.POLICY[name]], (name, out.dtype)
+    assert str(out.device).startswith(dev)
+    # outside autocast the call keeps its natural dtype: autocast made the difference
+    # (layer_norm/batch_norm mix float16 input with float32 weights: without autocast that is not float16)
+    if name not in ("layer_norm", "batch_norm"):
+        plain = CASES[name](dev)
+        assert plain.dtype == (F32 if policy.POLICY[name] is not policy.FLOAT32 else F16)
+
+
+def test_autocast_for_one_device_type_leaves_the_other_alone():
+    a, b = mg.randn(3, 4), mg.randn(4, 2)
+    with mg.autocast(device_type="cuda"):
+        assert (a @ b).dtype == F32
+        assert mg.amp.is_autocast_enabled("cuda") and not mg.amp.is_autocast_enabled("cpu")
+    assert not mg.amp.is_autocast_enabled("cuda")
+    assert not extensions.input_casts  # nothing stays registered
+
+
+def test_nesting_disabled_inside_and_decorator():
+    a, b = mg.randn(3, 4), mg.randn(4, 2)
+
+    @mg.autocast(device_type="cpu")
+    def low(x, y):
+        return x @ y
+
+    with mg.autocast(device_type="cpu"):
+        assert (a @ b).dtype == F16
+        with mg.autocast(device_type="cpu", enabled=False):
+            assert (a @ b).dtype == F32
+            assert low(a, b).dtype == F16          # the decorator opens its own region
+            assert (a @ b).dtype == F32
+        with mg.autocast(device_type="cpu"):
+            assert (a @ b).dtype == F16
+        assert (a @ b).dtype == F16
+    assert (a @ b).dtype == F32 and low(a, b).dtype == F16
+    assert not extensions.input_casts
+
+
+def test_bad_arguments_name_autocast():
+    with pytest.raises(ValueError, match="autocast: device_type"):
+        mg.autocast(device_type="tpu")
+    with pytest.raises(TypeError, match="autocast: dtype"):
+        mg.autocast(device_type="cpu", dtype=mg.float64)
+
+
+def test_float64_and_integer_tensors_are_not_cast():
+    with mg.autocast(device_type="cpu"):
+        assert (mg.randn(3, 4).double() @ mg.randn(4, 2).double()).dtype == mg.float64
+        assert mg.arange(6).sum().dtype == mg.int64
+
+
+def test_weight_cast_cache_casts_a_parameter_once_per_region_and_sees_in_place_changes():
+    lin = nn.Linear(4, 4)
+    casts = collections.Counter()
+
+    def spy(op, args, kwargs, run):
+        casts[op.name] += 1
+        return run()
+
+    x = mg.randn(2, 4)
+    with extensions.forward_wrappers.added(spy), mg.autocast(device_type="cpu"):
+        y1 = lin(x)
+        y2 = lin(x)
+        n = casts["cast"]
+        with mg.no_grad():
+            lin.weight.mul_(2.0)                   # a new version: the cached cast is stale
+        y3 = lin(x)
+    assert n == 2 + 2 + 0                          # x twice, weight and bias once each
+    assert casts["cast"] == n + 2                  # x again and the changed weight; the bias stays cached
+    y1, y2, y3, b = (t.detach().numpy().astype(np.float32) for t in (y1, y2, y3, lin.bias))
+    np.testing.assert_array_equal(y1, y2)
+    np.testing.assert_allclose(y3, 2 * y1 - b, rtol=2e-2, atol=2e-2)
+
+
+def test_backward_runs_each_op_in_its_forward_dtype_and_params_get_float32_grads():
+    model = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.LayerNorm(8), nn.Linear(8, 3))
+    x, t = mg.randn(5, 6), mg.tensor([0, 1, 2, 1, 0])
+    fwd = {}
+
+    def record_fwd(op, args, kwargs, run):
+        out = run()
+        fwd.setdefault(op.name, set()).add(out.dtype)
+        return out
+
+    bwd = {}
+
+    def record_bwd(node, grad, run):
+        grads = run()
+        grads = grads if isinstance(grads, tuple) else (grads,)
+        bwd.setdefault(node.name, set()).update(g.dtype for g in grads if g is not None)
+        return grads if len(grads) > 1 else grads[0]
+
+    with extensions.forward_wrappers.added(record_fwd), mg.autocast(device_type="cpu"):
+        loss = F.cross_entropy(model(x), t)
+    with extensions.backward_wrappers.added(record_bwd):
+        loss.backward()
+    assert fwd["linear"] == {F16} and fwd["relu"] == {F16} and fwd["layer_norm"] == {F32}
+    assert bwd["linear"] == {np.dtype(np.float16)} and bwd["relu"] == {np.dtype(np.float16)}
+    assert bwd["layer_norm"] == {np.dtype(np.float32)} and bwd["cross_entropy"] == {np.dtype(np.float32)}
+    assert all(p.grad.dtype == F32 for p in model.parameters())
+
+
+def _grads(model, loss_fn, amp):
+    model.zero_grad()
+    with mg.autocast(device_type="cpu", enabled=amp):
+        loss = loss_fn(model)
+    loss.backward()
+    return [p.grad.numpy().copy() for p in model.parameters()]
+
+
+def _relative_errors(model, loss_fn):
+    ref, low = _grads(model, loss_fn, False), _grads(model, loss_fn, True)
+    return [float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30)) for a, b in zip(low, ref)]
+
+
+def test_cnn_gradients_under_autocast_match_float32_within_float16_tolerance():
+    mg.manual_seed(1)
+    model = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(8, 16, 3, padding=1),
+                          nn.ReLU(), nn.Flatten(), nn.Linear(16 * 4 * 4, 10))
+    x, t = mg.randn(16, 1, 8, 8), mg.randint(0, 10, (16,))
+    errs = _relative_errors(model, lambda m: F.cross_entropy(m(x), t))
+    print("CNN relative gradient errors under autocast:", [f"{e:.1e}" for e in errs])
+    # float16 keeps 11 significant bits (~5e-4 per rounding); ReLU masks that flip near 0 add more in layer 1
+    assert max(errs) < 3e-2
+    assert max(errs) > 0             # the float16 path really ran
+
+
+def test_tiny_gpt_gradients_under_autocast_match_float32_within_float16_tolerance():
+    mg.manual_seed(2)
+    model = TinyGPT(vocab_size=20, block_size=8, d_model=16, n_layer=1, n_head=2)
+    idx, tgt = mg.randint(0, 20, (4, 8)), mg.randint(0, 20, (4, 8))
+    errs = _relative_errors(model, lambda m: F.cross_entropy(m(idx).reshape(-1, 20), tgt.reshape(-1)))
+    print("TinyGPT relative gradient errors under autocast:", [f"{e:.1e}" for e in errs])
+    assert max(errs) < 3e-2 and max(errs) > 0
