@@ -22,6 +22,7 @@ from ..autograd import extensions, grad_mode
 from ..backend import dtypes
 from ..errors import ArgumentError, DTypeError
 from ..tensor import Tensor
+from . import _numpy_opmath as opmath
 from .policy import FLOAT32, LOWER, POLICY
 
 _ELIGIBLE = (dtypes.float16.np_dtype, dtypes.float32.np_dtype)
@@ -29,7 +30,8 @@ _LOW = (dtypes.float16,)
 _active = {}      # device type -> the low-precision DType of the innermost region (None: disabled there)
 _depth = [0]      # number of open regions (enabled or not); the cast cache lives while it is > 0
 _cache = {}       # (id(param), np dtype, grad enabled) -> (param, version, cast)
-_handle = [None]  # the input_casts registration while any enabled region is open
+_cached_ids = set()  # ids of the cached casts (their float32 copies on NumPy are cached too)
+_handle = []      # the input_casts and forward_wrappers registrations while an enabled region is open
 
 
 def is_autocast_enabled(device_type="cuda"):
@@ -43,6 +45,8 @@ def get_autocast_dtype(device_type="cuda"):
 
 def clear_autocast_cache():
     _cache.clear()
+    _cached_ids.clear()
+    opmath.clear()
 
 
 class autocast:
@@ -80,6 +84,8 @@ class autocast:
         _depth[0] -= 1
         if _depth[0] == 0:
             _cache.clear()  # casts of parameters are valid for one region (one forward), as in PyTorch
+            _cached_ids.clear()
+            opmath.clear()
         _sync_registration()
         return False
 
@@ -98,18 +104,18 @@ class _Cast:
 
 def _sync_registration():
     want = any(v is not None for v in _active.values())
-    if want and _handle[0] is None:
-        _handle[0] = extensions.input_casts.add(autocast_inputs)
-    elif not want and _handle[0] is not None:
-        _handle[0].remove()
-        _handle[0] = None
+    if want and not _handle:
+        _handle[:] = [extensions.input_casts.add(autocast_inputs),
+                      extensions.forward_wrappers.add(opmath.round_outputs)]
+    elif not want and _handle:
+        for h in _handle:
+            h.remove()
+        _handle.clear()
 
 
 def autocast_inputs(op, args, kwargs):
-    """The ``input_casts`` callback: cast ``op``'s floating tensor inputs as the policy says."""
-    rule = POLICY.get(op.name)
-    if rule is None:
-        return args, kwargs
+    """The ``input_casts`` callback: cast ``op``'s floating tensor inputs as the policy says (and, on a
+    NumPy device, give ops float32 copies of float16 inputs: _numpy_opmath.py)."""
     first = next((a for a in args if isinstance(a, Tensor)), None)
     if first is None:
         first = next((v for v in kwargs.values() if isinstance(v, Tensor)), None)
@@ -118,18 +124,22 @@ def autocast_inputs(op, args, kwargs):
     low = _active.get(first.device.type)
     if low is None:
         return args, kwargs
+    rule = POLICY.get(op.name)
+    target = None
     if rule is LOWER:
         target = low.np_dtype
     elif rule is FLOAT32:
         target = dtypes.float32.np_dtype
-    else:  # PROMOTE: the widest eligible floating dtype among the inputs
-        found = [a.data.dtype for a in _tensors(args, kwargs) if a.data.dtype in _ELIGIBLE]
-        if len(set(found)) < 2:
-            return args, kwargs
-        target = max(found, key=lambda d: d.itemsize)
-    args = tuple(_cast(a, target) if isinstance(a, Tensor) else a for a in args)
-    if kwargs:
-        kwargs = {k: _cast(v, target) if isinstance(v, Tensor) else v for k, v in kwargs.items()}
+    elif rule is not None:  # PROMOTE: the widest eligible floating dtype among the inputs
+        found = {a.data.dtype for a in _tensors(args, kwargs) if a.data.dtype in _ELIGIBLE}
+        if len(found) > 1:
+            target = max(found, key=lambda d: d.itemsize)
+    if target is not None:
+        args = tuple(_cast(a, target) if isinstance(a, Tensor) else a for a in args)
+        if kwargs:
+            kwargs = {k: _cast(v, target) if isinstance(v, Tensor) else v for k, v in kwargs.items()}
+    if op.name not in opmath.MOVEMENT and opmath.is_numpy_device(first.device):
+        args, kwargs = opmath.upcast_inputs(op, args, kwargs, _cached_ids)
     return args, kwargs
 
 
@@ -150,4 +160,5 @@ def _cast(t, target):
         return hit[2]
     out = t.to(dtypes.from_numpy_dtype(target))
     _cache[key] = (t, t._vc[0], out)
+    _cached_ids.add(id(out))
     return out

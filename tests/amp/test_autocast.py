@@ -86,7 +86,7 @@ def test_every_policy_entry_is_a_real_op_and_has_a_case():
     assert sorted(sum(rows.values(), [])) == sorted(policy.POLICY)
 
 
-@pytest.fixture(params=["cpu", "cuda"])
+@pytest.fixture(params=["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
 def dev(request):
     if request.param == "cuda" and not mg.cuda.is_available():
         pytest.skip("no CUDA device (MINIGRAD_EMULATE_CUDA=1 runs the emulated one)")
@@ -158,52 +158,71 @@ def test_float64_and_integer_tensors_are_not_cast():
 
 def test_weight_cast_cache_casts_a_parameter_once_per_region_and_sees_in_place_changes():
     lin = nn.Linear(4, 4)
-    casts = collections.Counter()
+    casts = collections.Counter()  # casts of each parameter
 
     def spy(op, args, kwargs, run):
-        casts[op.name] += 1
+        if op.name == "cast":
+            for name, p in (("weight", lin.weight), ("bias", lin.bias)):
+                casts[name] += args[0] is p
         return run()
 
     x = mg.randn(2, 4)
     with extensions.forward_wrappers.added(spy), mg.autocast(device_type="cpu"):
         y1 = lin(x)
         y2 = lin(x)
-        n = casts["cast"]
+        assert casts == {"weight": 1, "bias": 1}
         with mg.no_grad():
             lin.weight.mul_(2.0)                   # a new version: the cached cast is stale
         y3 = lin(x)
-    assert n == 2 + 2 + 0                          # x twice, weight and bias once each
-    assert casts["cast"] == n + 2                  # x again and the changed weight; the bias stays cached
+        assert casts == {"weight": 2, "bias": 1}
+    with extensions.forward_wrappers.added(spy), mg.autocast(device_type="cpu"):
+        lin(x)                                     # a new region casts again
+    assert casts == {"weight": 3, "bias": 2}
     y1, y2, y3, b = (t.detach().numpy().astype(np.float32) for t in (y1, y2, y3, lin.bias))
     np.testing.assert_array_equal(y1, y2)
     np.testing.assert_allclose(y3, 2 * y1 - b, rtol=2e-2, atol=2e-2)
 
 
 def test_backward_runs_each_op_in_its_forward_dtype_and_params_get_float32_grads():
+    """Each node's backward receives its gradient in the dtype its forward computed in; tensors between ops
+    and saved arrays are float16 for LOWER (and following elementwise) ops, float32 for FLOAT32 ops. On NumPy
+    devices float16 ops compute in float32 on float16 storage (amp/_numpy_opmath.py)."""
     model = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.LayerNorm(8), nn.Linear(8, 3))
     x, t = mg.randn(5, 6), mg.tensor([0, 1, 2, 1, 0])
-    fwd = {}
+    between, computed = {}, {}
 
-    def record_fwd(op, args, kwargs, run):
+    def outer(op, args, kwargs, run):                   # registered first: sees what the next op gets
         out = run()
-        fwd.setdefault(op.name, set()).add(out.dtype)
+        between.setdefault(op.name, set()).add(out.dtype)
         return out
 
-    bwd = {}
+    def inner(op, args, kwargs, run):                   # registered inside autocast: the op's own output
+        out = run()
+        if out.grad_fn is not None:
+            computed[out.grad_fn] = out.data.dtype
+        return out
+
+    received = []
 
     def record_bwd(node, grad, run):
-        grads = run()
-        grads = grads if isinstance(grads, tuple) else (grads,)
-        bwd.setdefault(node.name, set()).update(g.dtype for g in grads if g is not None)
-        return grads if len(grads) > 1 else grads[0]
+        received.append((node, grad.dtype))
+        return run()
 
-    with extensions.forward_wrappers.added(record_fwd), mg.autocast(device_type="cpu"):
-        loss = F.cross_entropy(model(x), t)
+    with extensions.forward_wrappers.added(outer), mg.autocast(device_type="cpu"):
+        with extensions.forward_wrappers.added(inner):
+            h = model[1](model[0](x))
+            h.retain_grad()
+            loss = F.cross_entropy(model[3](model[2](h)), t)
+    saved = {n.name: {a.dtype for a in n._saved if hasattr(a, "dtype") and a.dtype.kind == "f"}
+             for n in computed if n._saved}
     with extensions.backward_wrappers.added(record_bwd):
         loss.backward()
-    assert fwd["linear"] == {F16} and fwd["relu"] == {F16} and fwd["layer_norm"] == {F32}
-    assert bwd["linear"] == {np.dtype(np.float16)} and bwd["relu"] == {np.dtype(np.float16)}
-    assert bwd["layer_norm"] == {np.dtype(np.float32)} and bwd["cross_entropy"] == {np.dtype(np.float32)}
+    assert between["linear"] == {F16} and between["relu"] == {F16} and between["layer_norm"] == {F32}
+    assert saved["linear"] == {np.dtype(np.float16)} and saved["layer_norm"] == {np.dtype(np.float32)}
+    checked = [(n.name, g, computed[n]) for n, g in received if n in computed]
+    assert {name for name, _, _ in checked} >= {"linear", "relu", "layer_norm", "cross_entropy", "cast"}
+    assert all(g == c for _, g, c in checked), [c for c in checked if c[1] != c[2]]
+    assert h.grad.dtype == F16
     assert all(p.grad.dtype == F32 for p in model.parameters())
 
 

@@ -239,6 +239,7 @@ def test_state_dict_round_trips_through_mg_save(tmp_path):
         GradScaler().load_state_dict({})
 
 
+@pytest.mark.gpu
 def test_on_the_emulated_cuda_device():
     if not mg.cuda.is_available():
         pytest.skip("no CUDA device (MINIGRAD_EMULATE_CUDA=1 runs the emulated one)")
