@@ -103,7 +103,8 @@ def op_device(args, kwargs):
 def _converted(empty, a, dtype):
     """``a`` converted to ``dtype`` in storage from ``empty`` (keeps a's memory order)."""
     out = empty(a.shape, dtype) if a.flags.c_contiguous or not a.flags.f_contiguous else empty(a.T.shape, dtype).T
-    np.copyto(out, a, casting="unsafe")
+    with np.errstate(over="ignore"):  # beyond 65504 float16 is inf, as on a GPU (GradScaler's signal)
+        np.copyto(out, a, casting="unsafe")
     return out
 
 

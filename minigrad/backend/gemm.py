@@ -15,7 +15,8 @@ _HALF = np.dtype(np.float16)
 def matmul(xp, a, b, out=None):
     """``a @ b`` (into ``out`` when given); float16 NumPy operands accumulate in float32."""
     if xp is np and (a.dtype == _HALF or b.dtype == _HALF) and np.result_type(a, b) == _HALF:
-        if out is None:
-            return np.matmul(a, b, dtype=np.float32).astype(_HALF)
-        return np.matmul(a, b, out=out, dtype=np.float32)
+        with np.errstate(over="ignore"):  # float16 overflow gives inf, as on a GPU (GradScaler's signal)
+            if out is None:
+                return np.matmul(a, b, dtype=np.float32).astype(_HALF)
+            return np.matmul(a, b, out=out, dtype=np.float32)
     return xp.matmul(a, b) if out is None else xp.matmul(a, b, out=out)
