@@ -146,7 +146,7 @@ def main(argv=None):
     repeat = 1 if args.quick else args.repeat
     rows = []
     for key, (label, case, batch) in CASES.items():
-        batch = 4 if args.quick else batch
+        batch = 2 if args.quick else batch
         label = label.format(b=batch)
         if "memory" in args.only:
             (s32, p32), (s16, p16) = (measure_memory(case, args.device, amp, batch) for amp in (False, True))
