@@ -3,46 +3,18 @@ g++ behind the fake cupy (tests/backend/cupy_on_cpu.py), against NumPy; and the 
 master_weights take them on a device whose backend has them (the emulated 'cuda', MINIGRAD_EMULATE_CUDA=1).
 The fake cupy has no float16 C type, so the kernels are checked in float32/float64 (same source, T generic).
 """
-import collections
-import importlib
 import shutil
-import sys
 
 import numpy as np
 import pytest
 
-import cupy_on_cpu  # tests/backend/cupy_on_cpu.py
 import minigrad as mg
 import minigrad.nn.functional as F
 from minigrad import nn, optim
-from minigrad.backend import cuda as backend_cuda
+# the fixtures: cuda_kernels behind the fake cupy, and the emulated 'cuda' using them (counting calls)
+from test_cuda_kernels_on_cpu import ck, fused_calls  # noqa: F401
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ to compile the kernels on CPU")
-KERNELS = "minigrad.backend.cuda_kernels"
-
-
-@pytest.fixture(scope="module")
-def ck(tmp_path_factory):
-    """cuda_kernels imported with the fake cupy; sys.modules and minigrad.backend restored afterwards."""
-    backend_cuda.probe()
-    if cupy_on_cpu.cache_dir is None:
-        cupy_on_cpu.cache_dir = str(tmp_path_factory.mktemp("cupy_on_cpu"))
-    saved = {name: sys.modules.get(name) for name in ("cupy", KERNELS)}
-    saved_attr = vars(mg.backend).get("cuda_kernels")
-    sys.modules["cupy"] = cupy_on_cpu
-    sys.modules.pop(KERNELS, None)
-    try:
-        yield importlib.import_module(KERNELS)
-    finally:
-        for name, module in saved.items():
-            if module is None:
-                sys.modules.pop(name, None)
-            else:
-                sys.modules[name] = module
-        if saved_attr is None:
-            vars(mg.backend).pop("cuda_kernels", None)
-        else:
-            mg.backend.cuda_kernels = saved_attr
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -79,20 +51,6 @@ def test_cast_copy_writes_in_place(ck, src_dt, dst_dt):
     out = ck.amp_cast_copy_(dst, src)
     assert out is dst
     np.testing.assert_array_equal(dst, src.astype(dst_dt))
-
-
-@pytest.fixture
-def fused_calls(ck, monkeypatch):
-    if backend_cuda.probe()[0] != "emulated":
-        pytest.skip("needs the NumPy CUDA emulator (MINIGRAD_EMULATE_CUDA=1)")
-    monkeypatch.setattr(mg.backend.get_backend(mg.device("cuda")), "fused", ck)
-    calls = collections.Counter()
-    for name in ("amp_unscale_", "amp_cast_copy_"):
-        def spy(*args, _fn=getattr(ck, name), _name=name):
-            calls[_name] += 1
-            return _fn(*args)
-        monkeypatch.setattr(ck, name, spy)
-    return calls
 
 
 def _model(dtype):
