@@ -32,6 +32,7 @@ _depth = [0]      # number of open regions (enabled or not); the cast cache live
 _cache = {}       # (id(param), np dtype, grad enabled) -> (param, version, cast)
 _cached_ids = set()  # ids of the cached casts (their float32 copies on NumPy are cached too)
 _handle = []      # the input_casts and forward_wrappers registrations while an enabled region is open
+_cache_on = [True]  # the weight-cast cache is used (off inside a cache_enabled=False region)
 
 
 def is_autocast_enabled(device_type="cuda"):
@@ -69,18 +70,18 @@ class autocast:
         self._saved = []
 
     def __enter__(self):
-        self._saved.append((_active.get(self.device_type), _Cast.cache))
+        self._saved.append((_active.get(self.device_type), _cache_on[0]))
         _active[self.device_type] = self.fast_dtype if self.enabled else None
         _depth[0] += 1
         if self.enabled and not self.cache_enabled:
-            _Cast.cache = False
+            _cache_on[0] = False
         _sync_registration()
         return self
 
     def __exit__(self, *exc):
         previous, cache = self._saved.pop()
         _active[self.device_type] = previous
-        _Cast.cache = cache
+        _cache_on[0] = cache
         _depth[0] -= 1
         if _depth[0] == 0:
             _cache.clear()  # casts of parameters are valid for one region (one forward), as in PyTorch
@@ -96,10 +97,6 @@ class autocast:
             with autocast(self.device_type, self.fast_dtype, self.enabled, self.cache_enabled):
                 return fn(*args, **kwargs)
         return wrapper
-
-
-class _Cast:
-    cache = True  # the weight-cast cache is on (off inside a cache_enabled=False region)
 
 
 def _sync_registration():
@@ -152,7 +149,7 @@ def _cast(t, target):
     dt = t.data.dtype
     if dt == target or dt not in _ELIGIBLE:
         return t
-    if not (_Cast.cache and t.requires_grad and t.grad_fn is None):
+    if not (_cache_on[0] and t.requires_grad and t.grad_fn is None):
         return t.to(dtypes.from_numpy_dtype(target))
     key = (id(t), target, grad_mode.is_grad_enabled())
     hit = _cache.get(key)

@@ -258,3 +258,56 @@ def test_tiny_gpt_gradients_under_autocast_match_float32_within_float16_toleranc
     errs = _relative_errors(model, lambda m: F.cross_entropy(m(idx).reshape(-1, 20), tgt.reshape(-1)))
     print("TinyGPT relative gradient errors under autocast:", [f"{e:.1e}" for e in errs])
     assert max(errs) < 3e-2 and max(errs) > 0
+
+
+def test_user_saved_tensor_hooks_compose_with_autocast_and_saved_outputs_are_stored_once():
+    """A user's pack/unpack (offloading, checkpointing) still sees every saved array under autocast -- in
+    float16 -- and backward gives the same gradients as without the hooks."""
+    mg.manual_seed(4)
+    model = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 4))
+    x, t = mg.randn(6, 8), mg.tensor([0, 1, 2, 3, 0, 1])
+    packed = []
+
+    def pack(a):
+        packed.append(a.dtype)
+        return ("box", a)
+
+    def run(hooks):
+        model.zero_grad()
+        with mg.autocast(device_type="cpu"):
+            if hooks:
+                with extensions.saved_tensors_hooks(pack, lambda box: box[1]):
+                    loss = F.cross_entropy(model(x), t)
+            else:
+                loss = F.cross_entropy(model(x), t)
+        loss.backward()
+        return [p.grad.numpy().copy() for p in model.parameters()]
+
+    plain, hooked = run(False), run(True)
+    assert np.dtype(np.float16) in packed and packed
+    for a, b in zip(plain, hooked):
+        np.testing.assert_array_equal(a, b)
+    with mg.autocast(device_type="cpu"):
+        y = model[1](model[0](x))                  # tanh saves its output
+    tanh = y.grad_fn.next[0].node                 # y is the rounded (Cast) output of the tanh node
+    assert tanh.name == "tanh"
+    saved = [a for a in tanh._saved if hasattr(a, "dtype")]
+    assert saved and all(a.dtype == np.float16 for a in saved)
+    assert any(a is y.data for a in saved)         # the output itself, not a second float16 copy
+
+
+def test_emulated_cuda_autocast_matches_cpu():
+    if not mg.cuda.is_available():
+        pytest.skip("no CUDA device (MINIGRAD_EMULATE_CUDA=1 runs the emulated one)")
+    mg.manual_seed(5)
+    model = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 4))
+    x, t = mg.randn(6, 8), mg.tensor([0, 1, 2, 3, 0, 1])
+    grads = {}
+    for dev in ("cpu", "cuda"):
+        m = model.to(dev)
+        m.zero_grad()
+        with mg.autocast(device_type=dev):
+            F.cross_entropy(m(x.to(dev)), t.to(dev)).backward()
+        grads[dev] = [p.grad.numpy().copy() for p in m.parameters()]
+    for a, b in zip(grads["cpu"], grads["cuda"]):
+        np.testing.assert_array_equal(a, b)
