@@ -7,8 +7,9 @@ needs no special case: each op's gradient is computed in the dtype its forward r
 and its output have that dtype), and each cast's backward converts the gradient back to its input's
 dtype -- a float32 parameter gets a float32 ``.grad``.
 
-It plugs into the core at one extension point, ``input_casts`` (autograd/extensions.py), registered only
-while an enabled autocast region is active: outside one, ops pay nothing.
+It plugs into the core at ``input_casts`` (and, for NumPy devices, a forward wrapper: NumPy has no float16
+arithmetic, so there float16 ops compute in float32 on float16 storage -- _numpy_opmath.py), registered
+only while an enabled autocast region is active: outside one, ops pay nothing.
 
 State is per device type ('cpu', 'cuda'): autocast for 'cuda' leaves cpu tensors alone. Within the
 outermost region, float32 leaf tensors that require grad (parameters) are cast once per region and

@@ -25,6 +25,8 @@ inf check already syncs once per device per step); there is no ``device`` argume
 each device until all its gradients are checked (one fused pass per gradient on GPU: unscale and check in
 one read, ``cuda_kernels.amp_unscale_``), then each device is read once.
 """
+import numpy as np
+
 from ..backend.device import get_backend
 from ..errors import ArgumentError, DTypeError, MinigradError
 
@@ -181,7 +183,8 @@ def unscale_on_device(device, grads, inv_scale):
     fused = getattr(be.fused, "amp_unscale_", None)
     xp = be.xp
     if fused is not None:
-        flag = xp.zeros(1, dtype=xp.int32)
+        flag = be.empty((1,), np.int32)        # on the gradients' device (the backend selects it)
+        flag[...] = 0
         fused(grads, inv_scale, flag)
         return bool(int(be.to_host(flag)[0]))   # the one device-to-host read of this device
     found = False
