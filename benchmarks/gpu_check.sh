@@ -43,5 +43,6 @@ timeout 200 $PY benchmarks/gpu_bench.py 2>&1 | tee -a "$LOG"
 echo "== pool malloc+free" | tee -a "$LOG"
 timeout 60 $PY benchmarks/pool_malloc.py 2>&1 | tee -a "$LOG"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+{ echo "== amp: cuda tests and benchmarks/amp_step.py"; timeout 150 $PY -m pytest -q -p no:cacheprovider -m gpu tests/amp 2>&1 | tail -15; timeout 150 $PY benchmarks/amp_step.py --device cuda --repeat 9; } 2>&1 | tee -a "$LOG"
 echo "== gpu-check exit status $status" | tee -a "$LOG"
 exit $status

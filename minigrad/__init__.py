@@ -27,6 +27,8 @@ from .ops import (abs, add, all, allclose, amax, amin, any, argmax, argmin, bmm,
                   unsqueeze, var, where)
 from . import nn, optim, utils, datasets  # noqa: E402  (features on top of the core)
 from .serialization import CheckpointError, load, save  # noqa: E402
+from . import amp  # noqa: E402  (a feature layer)
+from .amp import autocast  # noqa: E402
 from .random import Generator, default_generator, initial_seed, manual_seed, seed, get_rng_state, set_rng_state
 
 __version__ = "0.1.0"

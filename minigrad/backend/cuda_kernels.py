@@ -166,3 +166,32 @@ def adam_(param, grad, exp_avg, exp_avg_sq, lr, beta1, beta2, eps, weight_decay,
     t = param.dtype.type
     _adam(grad, t(lr), t(beta1), t(beta2), t(eps), t(weight_decay), t(1 - beta1 ** step),
           t(1 - beta2 ** step), int(decoupled), param, exp_avg, exp_avg_sq)
+
+
+# --- automatic mixed precision (minigrad.amp) ------------------------------------------------------
+_amp_unscale = cupy.ElementwiseKernel(
+    "T inv_scale", "T g, raw int32 found_inf",
+    """
+    T v = g * inv_scale;
+    if (!isfinite(v)) found_inf[0] = 1;
+    g = v;
+    """, "minigrad_amp_unscale")
+
+_amp_cast_copy = cupy.ElementwiseKernel("S src", "T dst", "dst = (T)src", "minigrad_amp_cast_copy")
+
+
+def amp_unscale_(grads, inv_scale, found_inf):
+    """GradScaler's unscale and inf/NaN check in one read and write of each gradient: ``g *= inv_scale`` in
+    place, and ``found_inf`` (an int32 device array of one element) set to 1 if any result is inf or NaN.
+    The flag stays on the device: the caller reads it once per device, after all gradients."""
+    for g in grads:
+        _amp_unscale(g.dtype.type(inv_scale), g, found_inf)
+    return found_inf
+
+
+def amp_cast_copy_(dst, src):
+    """``dst[...] = src`` converted to dst's dtype in one kernel, into dst's existing storage (master
+    weights: float32 masters rounded into the float16 model, float16 gradients widened into the masters'
+    gradient buffers) -- no temporary array as ``astype`` then copy would make."""
+    _amp_cast_copy(src, dst)
+    return dst

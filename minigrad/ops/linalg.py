@@ -5,6 +5,7 @@ from ..autograd.function import Function
 from ..errors import ShapeError
 from ..tensor import Tensor
 from ._args import as_tensor_like
+from ..backend import gemm
 
 
 def _mT(x):
@@ -17,7 +18,7 @@ class MatMul(Function):
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
-        return a @ b
+        return gemm.matmul(ctx.xp, a, b)
 
     @staticmethod
     def backward(ctx, grad):
@@ -36,16 +37,16 @@ class MatMul(Function):
             g = g[..., None]
         ga = gb = None
         if need_a:
-            ga = g @ _mT(b2)
+            ga = gemm.matmul(ctx.xp, g, _mT(b2))
             if a_vec:
                 ga = ga.reshape(-1, a.shape[0]).sum(0) if ga.ndim > 2 else ga[0]
         if need_b:
             if b2.ndim == 2 and a2.ndim > 2:
                 # (…, n, k) @ (k, m): fold the batch into one GEMM instead of summing per batch
                 k, m = b2.shape
-                gb = a2.reshape(-1, k).T @ g.reshape(-1, m)
+                gb = gemm.matmul(ctx.xp, a2.reshape(-1, k).T, g.reshape(-1, m))
             else:
-                gb = _mT(a2) @ g
+                gb = gemm.matmul(ctx.xp, _mT(a2), g)
             if b_vec:
                 gb = gb[..., 0]
         return ga, gb

@@ -210,7 +210,7 @@ def fused_calls(ck, monkeypatch):
     monkeypatch.setattr(mg.backend.get_backend(mg.device("cuda")), "fused", ck)
     calls = collections.Counter()
     for name in ("gelu", "gelu_backward", "softmax", "log_softmax", "softmax_backward", "log_softmax_backward",
-                 "cross_entropy_grad", "sgd_", "adam_"):
+                 "cross_entropy_grad", "sgd_", "adam_", "amp_unscale_", "amp_cast_copy_"):
         def spy(*args, _fn=getattr(ck, name), _name=name, **kwargs):
             calls[_name] += 1
             return _fn(*args, **kwargs)

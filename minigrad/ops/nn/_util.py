@@ -27,17 +27,20 @@ def ntuple(op, what, value, n, minimum):
     return vals
 
 
+# Dtype agreement is the one check made inside ``forward``, on the arrays, rather than in the public
+# function: autocast casts an op's inputs inside ``Function.apply`` (autograd/extensions.py, input_casts),
+# so a check before ``apply`` would reject exactly the mixed dtypes autocast exists to reconcile.
 def check_same_dtype(op, x, weight, bias):
-    """linear / conv: input, weight and (optional) bias must share a dtype."""
-    if x.data.dtype != weight.data.dtype or (bias is not None and bias.data.dtype != weight.data.dtype):
-        raise DTypeError(f"{op}: input ({x.data.dtype}), weight ({weight.data.dtype})"
-                         + ("" if bias is None else f" and bias ({bias.data.dtype})") + " must share a dtype")
+    """linear / conv: input, weight and (optional) bias arrays must share a dtype."""
+    if x.dtype != weight.dtype or (bias is not None and bias.dtype != weight.dtype):
+        raise DTypeError(f"{op}: input ({x.dtype}), weight ({weight.dtype})"
+                         + ("" if bias is None else f" and bias ({bias.dtype})") + " must share a dtype")
 
 
 def check_dtype_like(op, label, t, x):
-    """An optional tensor argument ``t`` (weight, target...) must have the input ``x``'s dtype."""
-    if t is not None and t.data.dtype != x.data.dtype:
-        raise DTypeError(f"{op}: {label} dtype {t.data.dtype} differs from input dtype {x.data.dtype}")
+    """An optional array argument ``t`` (weight, target...) must have the input ``x``'s dtype."""
+    if t is not None and t.dtype != x.dtype:
+        raise DTypeError(f"{op}: {label} dtype {t.dtype} differs from input dtype {x.dtype}")
 
 
 def windows(xp, x, kernel, stride, dilation):

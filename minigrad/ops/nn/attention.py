@@ -12,6 +12,7 @@ import math
 import numpy as np  # shape arithmetic only
 
 from ...autograd.function import Function
+from ...backend.gemm import matmul
 from ...errors import ArgumentError, DTypeError, ShapeError
 from ...random import host_rng
 from ._util import save, saved
@@ -26,7 +27,7 @@ class ScaledDotProductAttention(Function):
         xp = ctx.xp
         L, S = q.shape[-2], k.shape[-2]
         scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
-        scores = q @ k.swapaxes(-1, -2)                              # (..., L, S): the one big buffer,
+        scores = matmul(xp, q, k.swapaxes(-1, -2))                 # (..., L, S): the one big buffer,
         scores *= scale                                             # updated in place from here on
         if is_causal:
             # an additive 0 / -inf mask: one arithmetic pass (a boolean `where` is several times slower)
@@ -49,17 +50,17 @@ class ScaledDotProductAttention(Function):
         pd = p if drop is None else p * drop
         ctx.scale = scale
         save(ctx, q, k, v, p, drop)
-        return pd @ v
+        return matmul(xp, pd, v)
 
     @staticmethod
     def backward(ctx, grad):
         q, k, v, p, drop = saved(ctx)
         need_q, need_k, need_v, need_mask = ctx.needs_input_grad[:4]
         pd = p if drop is None else p * drop
-        dv = pd.swapaxes(-1, -2) @ grad if need_v else None
+        dv = matmul(ctx.xp, pd.swapaxes(-1, -2), grad) if need_v else None
         dq = dk = dmask = None
         if need_q or need_k or need_mask:
-            dp = grad @ v.swapaxes(-1, -2)
+            dp = matmul(ctx.xp, grad, v.swapaxes(-1, -2))
             if drop is not None:
                 dp *= drop
             row = (dp * p).sum(axis=-1, keepdims=True)              # softmax backward, in place:
@@ -69,10 +70,10 @@ class ScaledDotProductAttention(Function):
             if need_mask:
                 dmask = ds
             if need_q:
-                dq = ds @ k
+                dq = matmul(ctx.xp, ds, k)
                 dq *= ctx.scale
             if need_k:
-                dk = ds.swapaxes(-1, -2) @ q
+                dk = matmul(ctx.xp, ds.swapaxes(-1, -2), q)
                 dk *= ctx.scale
         return dq, dk, dv, dmask
 

@@ -20,6 +20,7 @@ import itertools
 import math
 
 from ...autograd.function import Function
+from ...backend.gemm import matmul
 from ...backend.layout import is_channels_last
 from ...errors import ArgumentError, ShapeError
 from ._util import channel_sum, check_same_dtype, kernel_slices, ntuple, pad_spatial, windows
@@ -86,6 +87,7 @@ class _ConvNd(Function):
 
     @staticmethod
     def forward(ctx, x, weight, bias, *, stride, pads, dilation, groups):
+        check_same_dtype(ctx.name, x, weight, bias)
         xp = ctx.xp
         ctx.unbatched = x.ndim == ctx.nd + 1
         if ctx.unbatched:
@@ -103,7 +105,7 @@ class _ConvNd(Function):
         has_bias = bias is not None
         cols = _im2col(ctx, x, has_bias)                            # (G, N*L, Kg [+ 1 ones column])
         w = _weight_matrix(xp, weight, bias, G, ctx.kc)             # (G, Og, Kg [+ 1 bias column])
-        y = xp.matmul(cols, w.swapaxes(1, 2), out=ctx.empty((G, NL, Og), x.dtype))
+        y = matmul(xp, cols, w.swapaxes(1, 2), out=ctx.empty((G, NL, Og), x.dtype))
         if G == 1:
             y = y.reshape((N,) + out + (O,))
         else:   # interleave the groups' channels: (G, N*L, Og) -> (N*L, G, Og)
@@ -128,7 +130,7 @@ class _ConvNd(Function):
         gmt = gm.swapaxes(0, 1)                             # (G, N*L, Og)
         dx = dw = db = None
         if need_w:
-            dw = gmt.swapaxes(1, 2) @ cols                  # (G, Og, Kg [+ 1])
+            dw = matmul(xp, gmt.swapaxes(1, 2), cols)      # (G, Og, Kg [+ 1])
             Kg = Cg * math.prod(ctx.kernel)
             if dw.shape[2] > Kg:                            # the ones column: its weight is the bias
                 db, dw = dw[:, :, Kg].reshape(O), dw[:, :, :Kg]
@@ -140,7 +142,7 @@ class _ConvNd(Function):
         if need_x:
             K = math.prod(ctx.kernel)
             wk = xp.ascontiguousarray(weight.reshape(G, Og, Cg, K).transpose(0, 3, 1, 2))   # (G, K, Og, Cg)
-            dcols = gmt[:, None] @ wk                       # (G, K, N*L, Cg): one GEMM per offset
+            dcols = matmul(xp, gmt[:, None], wk)           # (G, K, N*L, Cg): one GEMM per offset
             padded = tuple(s + lo + hi for s, (lo, hi) in zip(ctx.x_shape[2:], ctx.pads))
             # col2im in channels-last memory (N, *padded, G, Cg): each offset adds runs of channels
             dxp = ctx.empty((N,) + padded + (G, Cg), weight.dtype)
@@ -178,7 +180,6 @@ def _check_conv(op, nd, x, weight, bias, pads, dilation, groups):
     if x.ndim not in (nd + 1, nd + 2):
         raise ShapeError(f"{op}: expected a {nd + 2}-D (batched) or {nd + 1}-D (unbatched) input, "
                          f"got shape {tuple(x.shape)}")
-    check_same_dtype(op, x, weight, bias)
     C, spatial = x.shape[-nd - 1], x.shape[-nd:]
     O, Cg = weight.shape[:2]
     if O % groups:

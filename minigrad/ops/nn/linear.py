@@ -3,7 +3,10 @@
 ``x`` may have any leading dims; it is viewed as 2-D (M, in) so each product is a single BLAS call.
 ``W.T`` is a transposed view, which BLAS reads without a copy.
 """
+import functools
+
 from ...autograd.function import Function
+from ...backend.gemm import matmul
 from ...errors import ShapeError
 from ._util import check_same_dtype
 
@@ -13,10 +16,11 @@ class Linear(Function):
 
     @staticmethod
     def forward(ctx, x, weight, bias):
+        check_same_dtype("linear", x, weight, bias)
         out_f, in_f = weight.shape
         ctx.save_for_backward(x, weight)
         x2 = x.reshape(-1, in_f)
-        y = ctx.xp.matmul(x2, weight.T, out=ctx.empty((x2.shape[0], out_f), x.dtype))  # born in the pool
+        y = matmul(ctx.xp, x2, weight.T, out=ctx.empty((x2.shape[0], out_f), x.dtype))  # born in the pool
         if bias is not None:
             y += bias
         return y.reshape(x.shape[:-1] + (out_f,))
@@ -27,7 +31,7 @@ class Linear(Function):
         out_f, in_f = weight.shape
         g2 = grad.reshape(-1, out_f)
         need_x, need_w, need_b = ctx.needs_input_grad
-        mm, dt = ctx.xp.matmul, grad.dtype
+        mm, dt = functools.partial(matmul, ctx.xp), grad.dtype
         dx = mm(g2, weight, out=ctx.empty((g2.shape[0], in_f), dt)).reshape(x.shape) if need_x else None
         dw = mm(g2.T, x.reshape(-1, in_f), out=ctx.empty((out_f, in_f), dt)) if need_w else None
         db = g2.sum(axis=0, out=ctx.empty((out_f,), dt)) if need_b else None
@@ -46,7 +50,6 @@ def _check_linear(x, weight, bias):
     if bias is not None and tuple(bias.shape) not in ((out_f,), ()):
         raise ShapeError(f"linear: bias shape {tuple(bias.shape)} does not match out_features={out_f} "
                          f"(weight shape {tuple(weight.shape)})")
-    check_same_dtype("linear", x, weight, bias)
 
 
 def linear(input, weight, bias=None):

@@ -49,7 +49,6 @@ def _classes_shape(x):
 def _check_weight(op, weight, C, x):
     if weight is not None and tuple(weight.shape) != (C,):
         raise ShapeError(f"{op}: weight must have shape ({C},) (one entry per class), got {tuple(weight.shape)}")
-    check_dtype_like(op, "weight", weight, x)
 
 
 def _check_class_targets(op, x, target, weight, ignore_index):
@@ -93,6 +92,7 @@ class CrossEntropy(Function):
 
     @staticmethod
     def forward(ctx, x, target, weight, *, ignore_index, reduction, label_smoothing):
+        check_dtype_like(ctx.name, "weight", weight, x)
         xp = ctx.xp
         ctx.x_shape, ctx.reduction, ctx.eps = x.shape, reduction, label_smoothing
         if _probability_targets(x, target):
@@ -197,6 +197,7 @@ class NllLoss(Function):
 
     @staticmethod
     def forward(ctx, x, target, weight, *, ignore_index, reduction):
+        check_dtype_like(ctx.name, "weight", weight, x)
         xp = ctx.xp
         ctx.x_shape, ctx.reduction = x.shape, reduction
         x, target, safe, _, w_t, C = _class_targets(x, target, weight, ignore_index)
@@ -272,6 +273,8 @@ class BinaryCrossEntropyWithLogits(Function):
 
     @staticmethod
     def forward(ctx, x, t, weight, pos_weight, *, reduction):
+        for label, arr in (("target", t), ("weight", weight), ("pos_weight", pos_weight)):
+            check_dtype_like(ctx.name, label, arr, x)
         xp = ctx.xp
         sp = xp.log1p(xp.exp(-xp.abs(x))) + xp.maximum(-x, 0)
         lw = None if pos_weight is None else 1.0 + (pos_weight - 1.0) * t
@@ -307,8 +310,6 @@ def _check_bce_with_logits(x, t, weight, pos_weight):
     op = "binary_cross_entropy_with_logits"
     if tuple(t.shape) != tuple(x.shape):
         raise ShapeError(f"{op}: target size {tuple(t.shape)} must be the same as input size {tuple(x.shape)}")
-    for label, arr in (("target", t), ("weight", weight), ("pos_weight", pos_weight)):
-        check_dtype_like(op, label, arr, x)
 
 
 def binary_cross_entropy_with_logits(input, target, weight=None, reduction="mean", pos_weight=None):

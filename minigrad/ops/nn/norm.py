@@ -24,6 +24,8 @@ class LayerNorm(Function):
 
     @staticmethod
     def forward(ctx, x, weight, bias, *, normalized_shape, eps):
+        check_dtype_like("layer_norm", "weight", weight, x)
+        check_dtype_like("layer_norm", "bias", bias, x)
         xp = ctx.xp
         dims = tuple(range(x.ndim - len(normalized_shape), x.ndim))
         mean = x.mean(axis=dims, keepdims=True)
@@ -63,7 +65,6 @@ def _check_layer_norm(x, ns, weight, bias):
     for label, p in (("weight", weight), ("bias", bias)):
         if p is not None and tuple(p.shape) != ns:
             raise ShapeError(f"layer_norm: {label} shape {tuple(p.shape)} must equal normalized_shape {ns}")
-        check_dtype_like("layer_norm", label, p, x)
 
 
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
