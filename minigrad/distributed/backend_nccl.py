@@ -124,7 +124,8 @@ class NCCLBackend:
     def barrier(self):
         """A one-element all-reduce: NCCL has no barrier of its own (PyTorch does the same)."""
         one = self.cupy.zeros(1, np.float32)
-        return self.all_reduce(one, ReduceOp.SUM)
+        dtype, op = self.nccl.NCCL_FLOAT32, self.nccl.NCCL_SUM
+        return self._launch("barrier", lambda s: self.comm.allReduce(_pointer(one), _pointer(one), 1, dtype, op, s))
 
     def abort(self):
         self.group.broken = True

@@ -18,17 +18,21 @@ dist.init_process_group("mpi", timeout=20)
 rank = dist.get_rank()
 save, info = {}, {}
 
+
+def train(ddp, opt):
+    for step in range(STEPS):
+        opt.zero_grad()
+        x, y = shard(data(step), rank)
+        loss_fn(ddp, x, y).backward()
+        opt.step()
+
+
 # 1. plain DDP + SGD; every rank starts from a different init: DDP must broadcast rank 0's
 model = mlp(seed=rank)
 ddp = dist.DistributedDataParallel(model, bucket_cap_mb=1200 / 2**20, first_bucket_cap_mb=450 / 2**20)
 for n, p in model.named_parameters():
     save[f"init.{n}"] = p.detach().numpy().copy()
-opt = mg.optim.SGD(model.parameters(), lr=LR)
-for step in range(STEPS):
-    opt.zero_grad()
-    x, y = shard(data(step), rank)
-    loss_fn(ddp, x, y).backward()
-    opt.step()
+train(ddp, mg.optim.SGD(model.parameters(), lr=LR))
 for n, p in model.named_parameters():
     save[f"sgd.{n}"] = p.detach().numpy()
 info["buckets"] = [[name for name, _ in b.members] for b in ddp.buckets]
@@ -51,11 +55,7 @@ for n, p in model.named_parameters():
 model = mlp(seed=0)
 ddp = dist.DistributedDataParallel(model)
 zero = dist.ZeroRedundancyOptimizer(model.parameters(), optimizer_class=mg.optim.Adam, lr=0.01)
-for step in range(STEPS):
-    zero.zero_grad()
-    x, y = shard(data(step), rank)
-    loss_fn(ddp, x, y).backward()
-    zero.step()
+train(ddp, zero)
 for n, p in model.named_parameters():
     save[f"zero.{n}"] = p.detach().numpy()
 info["zero_state_bytes"] = zero.state_bytes()
