@@ -49,8 +49,9 @@ class ZeroRedundancyOptimizer(Optimizer):
                 if key != "params":
                     self.optim.param_groups[0][key] = value
             self.optim.step()
-        for i, p in enumerate(self.all_params):
-            collectives.broadcast(p, self.owner[i])
+        works = [collectives.broadcast(p, self.owner[i], async_op=True) for i, p in enumerate(self.all_params)]
+        for work in works:  # all in flight at once, waited for together
+            work.wait()
         return loss
 
     def state_bytes(self):

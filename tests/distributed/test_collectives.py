@@ -8,7 +8,7 @@ import pytest
 from dist_jobs import WORKERS, launch, needs_mpi, results
 
 sys.path.insert(0, str(WORKERS))
-from collectives import DTYPES, OPS, inputs  # noqa: E402
+from dist_collectives import DTYPES, OPS, inputs  # noqa: E402
 
 pytestmark = [pytest.mark.mpi, needs_mpi]
 WORLD = 2
@@ -17,7 +17,7 @@ WORLD = 2
 @pytest.fixture(scope="module")
 def job(tmp_path_factory):
     out = tmp_path_factory.mktemp("collectives")
-    proc = launch("collectives.py", out, plain_mpiexec=True, env={"MINIGRAD_EMULATE_CUDA": "1"})
+    proc = launch("dist_collectives.py", out, plain_mpiexec=True, env={"MINIGRAD_EMULATE_CUDA": "1"})
     assert proc.returncode == 0, proc.stdout
     return [results(out, r)[0] for r in range(WORLD)]
 

@@ -9,7 +9,7 @@ import minigrad as mg
 from dist_jobs import WORKERS, launch, needs_mpi, results
 
 sys.path.insert(0, str(WORKERS))
-from models import LR, STEPS, WORLD, data, loss_fn, mlp  # noqa: E402
+from dist_models import LR, STEPS, WORLD, data, loss_fn, mlp  # noqa: E402
 
 pytestmark = [pytest.mark.mpi, needs_mpi]
 

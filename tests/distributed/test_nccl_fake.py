@@ -9,7 +9,7 @@ import minigrad as mg
 from dist_jobs import WORKERS, launch, needs_mpi, results
 
 sys.path.insert(0, str(WORKERS))
-from models import LR, STEPS, WORLD, data, loss_fn, mlp  # noqa: E402
+from dist_models import LR, STEPS, WORLD, data, loss_fn, mlp  # noqa: E402
 
 needs_emulator = pytest.mark.skipif(not (mg.cuda.is_available() and mg.cuda.is_emulated()),
                                     reason="needs the emulated CUDA device (MINIGRAD_EMULATE_CUDA=1)")

@@ -11,7 +11,7 @@ import numpy as np
 import minigrad as mg
 import minigrad.distributed as dist
 from minigrad import nn
-from models import LR, STEPS, data, loss_fn, mlp, shard
+from dist_models import LR, STEPS, data, loss_fn, mlp, shard
 
 out = sys.argv[1]
 dist.init_process_group("mpi", timeout=20)

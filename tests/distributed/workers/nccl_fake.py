@@ -14,7 +14,7 @@ fake_nccl.install()
 import minigrad as mg  # noqa: E402
 import minigrad.distributed as dist  # noqa: E402
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
-from models import LR, STEPS, data, loss_fn, mlp, shard  # noqa: E402
+from dist_models import LR, STEPS, data, loss_fn, mlp, shard  # noqa: E402
 
 out = sys.argv[1]
 dist.init_process_group("nccl", timeout=20)
