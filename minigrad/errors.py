@@ -66,6 +66,14 @@ class WorkerError(MinigradError, RuntimeError):
     """A DataLoader worker process failed; the message carries the worker's traceback."""
 
 
+class DistributedError(MinigradError, RuntimeError):
+    """A distributed job went wrong: mismatched tensors across ranks, unused parameters, a bad backend."""
+
+
+class DistTimeoutError(DistributedError, TimeoutError):
+    """A collective or the rendezvous did not complete in time; the message names the missing ranks."""
+
+
 def shape_str(x):
     """(3, 4) for shapes, tensors and arrays alike; used in messages."""
     shape = getattr(x, "shape", x)

@@ -68,3 +68,11 @@ def test_numpy_cnn_floor_computes_the_same_step_as_minigrad():
         update = new - old                          # the updates (lr * grad) must agree, not just weights
         assert np.abs(update).max() > 1e-6
         np.testing.assert_allclose(p.detach().numpy() - old, update, rtol=2e-3, atol=1e-7)
+
+
+@pytest.mark.mpi
+@pytest.mark.skipif(__import__("importlib").util.find_spec("mpi4py") is None, reason="needs mpi4py (the dist extra)")
+def test_ddp_scaling_runs_on_one_and_two_ranks():
+    out = run("ddp_scaling.py", "--models", "mlp", "--steps", "1", "--batch", "4", "--torch-python", "/nonexistent",
+              env={"OMP_NUM_THREADS": "1"})
+    assert "minigrad mlp | 1 |" in out and "minigrad mlp | 2 |" in out and "ring 2(N-1)/N B" in out

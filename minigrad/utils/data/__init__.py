@@ -7,11 +7,12 @@
 from ._worker import WorkerError, WorkerInfo, get_worker_info
 from .collate import default_collate, default_convert
 from .dataloader import DataLoader
+from .distributed import DistributedSampler
 from .dataset import ConcatDataset, Dataset, IterableDataset, Subset, TensorDataset, random_split
 from .sampler import (BatchSampler, RandomSampler, Sampler, SequentialSampler, SubsetRandomSampler,
                       WeightedRandomSampler)
 
-__all__ = ["BatchSampler", "ConcatDataset", "DataLoader", "Dataset", "IterableDataset", "RandomSampler",
+__all__ = ["BatchSampler", "ConcatDataset", "DataLoader", "Dataset", "DistributedSampler", "IterableDataset", "RandomSampler",
            "Sampler", "SequentialSampler", "Subset", "SubsetRandomSampler", "TensorDataset",
            "WeightedRandomSampler", "WorkerError", "WorkerInfo", "default_collate", "default_convert",
            "get_worker_info", "random_split"]

@@ -1,0 +1,92 @@
+"""make gpu-check's NCCL part: the 'nccl' backend on a real GPU.
+
+1. A world of one, in this process: every collective and three DDP steps on 'cuda' tensors (float64),
+   compared with the same steps without DDP.
+2. Where NCCL allows it, two ranks sharing this GPU (``--rank-worker``, started by minigrad.distributed.run
+   --launcher spawn): an all-reduce and a DDP step; NCCL refuses two ranks on one device on many versions
+   ("Duplicate GPU detected"), which is reported as skipped, not failed.
+Prints one line per check; exits non-zero if a check that can run fails.
+"""
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+import minigrad as mg
+import minigrad.distributed as dist
+from minigrad import nn
+
+
+def model(seed):
+    mg.manual_seed(seed)
+    return nn.Sequential(nn.Linear(8, 32), nn.Tanh(), nn.Linear(32, 4)).double().to("cuda")
+
+
+def train(m, wrap, steps=3):
+    opt = mg.optim.SGD(m.parameters(), lr=0.1)
+    net = wrap(m)
+    rng = np.random.default_rng(0)
+    for _ in range(steps):
+        x = mg.tensor(rng.standard_normal((16, 8)), device="cuda")
+        y = mg.tensor(rng.standard_normal((16, 4)), device="cuda")
+        opt.zero_grad()
+        ((net(x) - y) ** 2).mean().backward()
+        opt.step()
+    return [p.detach().cpu().numpy() for p in m.parameters()]
+
+
+def world_of_one():
+    dist.init_process_group("nccl", rank=0, world_size=1, timeout=60)
+    t = mg.tensor(np.arange(6.0), device="cuda")
+    dist.all_reduce(t, op=dist.ReduceOp.SUM)
+    dist.all_reduce(t, op=dist.ReduceOp.AVG, async_op=True).wait()
+    outs = [mg.zeros(6, dtype=mg.float64, device="cuda")]
+    dist.all_gather(outs, t)
+    dist.broadcast(t, 0)
+    dist.barrier()
+    ok = np.array_equal(outs[0].cpu().numpy(), np.arange(6.0))
+    a = train(model(0), lambda m: dist.DistributedDataParallel(m))
+    b = train(model(0), lambda m: m)
+    ok = ok and all(np.allclose(x, y, atol=1e-12) for x, y in zip(a, b))
+    dist.destroy_process_group()
+    print(f"nccl world of 1: collectives + DDP == plain training: {'ok' if ok else 'FAILED'}")
+    return ok
+
+
+def rank_worker():
+    dist.init_process_group("nccl", timeout=60)
+    r = dist.get_rank()
+    t = mg.tensor([float(r + 1)] * 4, device="cuda")
+    dist.all_reduce(t)
+    params = train(model(r), lambda m: dist.DistributedDataParallel(m), steps=1)
+    gathered = [mg.zeros(params[0].shape, dtype=mg.float64, device="cuda") for _ in range(2)]
+    dist.all_gather(gathered, mg.tensor(params[0], device="cuda"))
+    same = np.array_equal(gathered[0].cpu().numpy(), gathered[1].cpu().numpy())
+    ok = np.array_equal(t.cpu().numpy(), [3.0] * 4) and same
+    print(f"rank {r}: all_reduce and a DDP step {'ok' if ok else 'FAILED'}", flush=True)
+    dist.destroy_process_group()
+    sys.exit(0 if ok else 1)
+
+
+def two_ranks_one_gpu():
+    proc = subprocess.run([sys.executable, "-m", "minigrad.distributed.run", "--nproc-per-node", "2",
+                           "--launcher", "spawn", __file__, "--rank-worker"], capture_output=True, text=True,
+                          timeout=180, env=dict(os.environ, MINIGRAD_RUN_GRACE="60"))
+    text = proc.stdout + proc.stderr
+    if proc.returncode != 0 and ("Duplicate GPU" in text or "invalid usage" in text.lower()):
+        print("nccl 2 ranks on one GPU: skipped (this NCCL refuses two ranks on one device)")
+        return True
+    print(f"nccl 2 ranks on one GPU: {'ok' if proc.returncode == 0 else 'FAILED'}")
+    if proc.returncode != 0:
+        print(text[-3000:])
+    return proc.returncode == 0
+
+
+if __name__ == "__main__":
+    if "--rank-worker" in sys.argv:
+        rank_worker()
+    if not dist.is_nccl_available() or not mg.cuda.is_available() or mg.cuda.is_emulated():
+        sys.exit("nccl_check: needs a real GPU and cupy.cuda.nccl")
+    results = [world_of_one(), two_ranks_one_gpu()]
+    sys.exit(0 if all(results) else 1)

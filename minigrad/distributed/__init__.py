@@ -1,0 +1,27 @@
+"""``minigrad.distributed``: data parallelism on real collective libraries, with PyTorch's names.
+
+    import minigrad.distributed as dist
+    dist.init_process_group("mpi")            # or "nccl" on GPUs; started by mpiexec or
+    model = dist.DistributedDataParallel(net) # python -m minigrad.distributed.run --nproc-per-node 2 ...
+    dist.all_reduce(t, op=dist.ReduceOp.SUM)
+
+Backends: 'mpi' (mpi4py + the mpich wheel; CPU tensors) and 'nccl' (cupy.cuda.nccl; CUDA tensors).
+``SimWorld`` runs N ranks as threads with every message recorded (for writing collectives in class).
+Nothing here is imported by minigrad's core; mpi4py and CuPy are imported only when a group starts.
+"""
+from ..errors import DistributedError, DistTimeoutError
+from .collectives import all_gather, all_reduce, barrier, broadcast, irecv, isend, recv, reduce_scatter, send
+from .ddp import DistributedDataParallel
+from .process_group import (ReduceOp, comm_stats, destroy_process_group, get_backend, get_rank,
+                            get_world_size, init_process_group, is_available, is_initialized,
+                            is_mpi_available, is_nccl_available, reset_comm_stats)
+from .simworld import SimWorld
+from .store import TCPStore
+from .work import Work
+from .zero import ZeroRedundancyOptimizer
+
+__all__ = ["DistributedDataParallel", "DistributedError", "DistTimeoutError", "ReduceOp", "SimWorld", "TCPStore", "Work",
+           "ZeroRedundancyOptimizer", "all_gather", "all_reduce", "barrier", "broadcast", "comm_stats",
+           "destroy_process_group", "get_backend", "get_rank", "get_world_size", "init_process_group", "irecv",
+           "is_available", "is_initialized", "is_mpi_available", "is_nccl_available", "isend", "recv",
+           "reduce_scatter", "reset_comm_stats", "send"]

@@ -1,0 +1,90 @@
+"""The 'nccl' backend's code path without a GPU: the emulated CUDA device and a fake cupy.cuda.nccl,
+in-process (a world of one: stream and event order) and as a 2-rank job (bytes moved by MPI)."""
+import sys
+
+import numpy as np
+import pytest
+
+import minigrad as mg
+from dist_jobs import WORKERS, launch, needs_mpi, results
+
+sys.path.insert(0, str(WORKERS))
+from dist_models import LR, STEPS, WORLD, data, loss_fn, mlp  # noqa: E402
+
+needs_emulator = pytest.mark.skipif(not (mg.cuda.is_available() and mg.cuda.is_emulated()),
+                                    reason="needs the emulated CUDA device (MINIGRAD_EMULATE_CUDA=1)")
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    import fake_nccl
+    saved = {k: sys.modules.get(k) for k in ("cupy", "cupy.cuda", "cupy.cuda.nccl")}
+    fake_nccl.install()
+    fake_nccl.calls.clear()
+    import minigrad.distributed as dist
+    for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "MINIGRAD_STORE_HOSTED"):
+        monkeypatch.delenv(k, raising=False)
+    dist.init_process_group("nccl", rank=0, world_size=1, timeout=10)
+    yield fake_nccl, dist
+    dist.destroy_process_group()
+    for k, v in saved.items():
+        if v is None:
+            sys.modules.pop(k, None)
+        else:
+            sys.modules[k] = v
+
+
+@needs_emulator
+def test_collective_runs_on_its_own_stream_ordered_by_events(fake):
+    nccl, dist = fake
+    t = mg.tensor([1.0, 2.0], device="cuda")
+    nccl.calls.clear()
+    work = dist.all_reduce(t, op=dist.ReduceOp.AVG, async_op=True)
+    work.wait()
+    names = [c[0] for c in nccl.calls]
+    assert names == ["record", "wait_event", "allReduce", "record", "wait_event"]
+    compute, comm = nccl.calls[0][1], nccl.calls[2][1]
+    assert compute == 0 and comm != 0                       # the collective is not on the compute stream
+    assert nccl.calls[1][1] == (comm, compute)              # NCCL stream waits for the compute stream
+    assert nccl.calls[4][1] == (compute, comm)              # wait(): compute stream waits for NCCL's
+    np.testing.assert_array_equal(t.cpu().numpy(), [1.0, 2.0])
+
+
+@needs_emulator
+def test_cpu_tensors_and_bad_dtypes_are_refused(fake):
+    _, dist = fake
+    with pytest.raises(mg.errors.DeviceError, match="backend 'nccl' needs cuda tensors"):
+        dist.all_reduce(mg.ones(2))
+    with pytest.raises(mg.errors.ArgumentError, match="NCCL cannot move bool"):
+        dist.all_reduce(mg.tensor([True, False], device="cuda"))
+
+
+@pytest.mark.mpi
+@needs_mpi
+@needs_emulator
+def test_two_ranks_collectives_and_ddp(tmp_path):
+    proc = launch("nccl_fake.py", tmp_path, env={"MINIGRAD_EMULATE_CUDA": "1"})
+    assert proc.returncode == 0, proc.stdout
+    (a0, i0), (a1, _) = [results(tmp_path, r) for r in range(WORLD)]
+    for a in (a0, a1):
+        np.testing.assert_array_equal(a["avg"], [0.5, 1.5, 2.5, 3.5])
+        np.testing.assert_array_equal(a["max"], [0, 2, 4, 6])
+        np.testing.assert_array_equal(a["gather"], [[0, 10], [1, 11]])
+        np.testing.assert_array_equal(a["broadcast"], [1, 1, 1])
+        assert "needs cuda tensors" in str(a["cpu_error"])
+    np.testing.assert_array_equal(a0["reduce_scatter"], [2, 4])
+    np.testing.assert_array_equal(a1["reduce_scatter"], [4, 8])
+    np.testing.assert_array_equal(a1["recv"], [5, 6])
+    assert i0["barrier_calls"][2] == "allReduce"  # NCCL has no barrier: a one-element all-reduce
+    model = mlp(seed=0)
+    for n, p in model.named_parameters():
+        p.data[...] = a0[f"init.{n}"]
+    opt = mg.optim.SGD(model.parameters(), lr=LR)
+    for step in range(STEPS):
+        opt.zero_grad()
+        x, y = data(step)
+        loss_fn(model, mg.tensor(x), mg.tensor(y)).backward()
+        opt.step()
+    for n, p in model.named_parameters():
+        np.testing.assert_array_equal(a0[f"sgd.{n}"], a1[f"sgd.{n}"])
+        np.testing.assert_allclose(a0[f"sgd.{n}"], p.detach().numpy(), atol=1e-6)
