@@ -11,20 +11,20 @@ bound onto the class in ``_methods.py``: ops create Tensors, so tensor.py must n
 import numpy as np
 
 from .autograd import engine as _engine, grad_mode
-from .autograd.function import AccumulateGrad, bind_tensor_class
+from .autograd.function import AccumulateGrad, VersionCounter, bind_tensor_class
 from .backend import dtypes
 from .backend.device import CPU, device as _device, get_backend
 from .errors import AutogradError, DTypeError, ShapeError
 
 
 class Tensor:
-    __slots__ = ("data", "device", "requires_grad", "grad", "grad_fn", "_vc", "_acc", "_post_acc_hooks",
-                 "_is_view", "_retain", "__weakref__")
+    __slots__ = ("data", "device", "requires_grad", "grad", "grad_fn", "_version_counter", "_acc",
+                 "_post_acc_hooks", "_is_view", "_retain", "__weakref__")
     __array_priority__ = 1000  # make ndarray (op) Tensor defer to Tensor's reflected operators
 
     def __init__(self, data, dtype=None, device=None, requires_grad=False):
         t = tensor(data, dtype=dtype, device=device, requires_grad=requires_grad)
-        for name in ("data", "device", "requires_grad", "grad", "grad_fn", "_vc"):
+        for name in ("data", "device", "requires_grad", "grad", "grad_fn", "_version_counter"):
             object.__setattr__(self, name, getattr(t, name))
 
     @staticmethod
@@ -36,7 +36,7 @@ class Tensor:
         t.requires_grad = requires_grad
         t.grad = None
         t.grad_fn = None
-        t._vc = [0]
+        t._version_counter = VersionCounter()
         return t  # _acc, _post_acc_hooks, _is_view, _retain stay unset until used (read with defaults)
 
     # --- metadata ---------------------------------------------------------------------------------
@@ -58,7 +58,7 @@ class Tensor:
 
     @property
     def _version(self):
-        return self._vc[0]
+        return self._version_counter.value
 
     @property
     def is_cuda(self):
@@ -190,7 +190,7 @@ class Tensor:
     def detach(self):
         """Same storage, cut from the graph (shares the version counter, like PyTorch)."""
         t = Tensor._make(self.data, self.device)
-        t._vc = self._vc
+        t._version_counter = self._version_counter
         return t
 
     def detach_(self):

@@ -154,9 +154,9 @@ def _cast(t, target):
         return t.to(dtypes.from_numpy_dtype(target))
     key = (id(t), target, grad_mode.is_grad_enabled())
     hit = _cache.get(key)
-    if hit is not None and hit[0] is t and hit[1] == t._vc[0]:
+    if hit is not None and hit[0] is t and hit[1] == t._version_counter.value:
         return hit[2]
     out = t.to(dtypes.from_numpy_dtype(target))
-    _cache[key] = (t, t._vc[0], out)
+    _cache[key] = (t, t._version_counter.value, out)
     _cached_ids.add(id(out))
     return out

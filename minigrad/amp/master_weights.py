@@ -85,7 +85,7 @@ class master_weights:
         """Round the masters into the model's parameters, in place."""
         for p, m in zip(self.model_params, self._masters):
             _cast_copy(p.data, m.data, p.device)
-            p._vc[0] += 1
+            p._version_counter.bump()
 
     def step(self, optimizer, scaler=None):
         """``grads_to_master``, ``scaler.step(optimizer)`` (or ``optimizer.step()``), ``master_to_model``;

@@ -14,6 +14,6 @@ class graph:  # namespace mirroring torch.autograd.graph
     saved_tensors_hooks = saved_tensors_hooks
 
 
-__all__ = ["AccumulateGrad", "Edge", "Function", "extensions", "GradcheckError", "backward", "detect_anomaly", "enable_grad",
-           "grad", "gradcheck", "graph", "is_anomaly_enabled", "is_grad_enabled", "no_grad",
+__all__ = ["AccumulateGrad", "Edge", "Function", "GradcheckError", "backward", "detect_anomaly", "enable_grad",
+           "extensions", "grad", "gradcheck", "graph", "is_anomaly_enabled", "is_grad_enabled", "no_grad",
            "queue_callback", "saved_tensors_hooks", "set_grad_enabled", "topological_order"]

@@ -71,11 +71,11 @@ def _bad_grad(node, index, grad, shape):
 
 def _check_versions(node):
     for counter, version, index in node._versions:
-        if counter[0] != version:
+        if counter.value != version:
             label = "its output" if index < 0 else f"input {index}"
             raise InplaceModificationError(
                 f"{node.name}: one of the arrays needed for its backward ({label}) was modified by an "
-                f"in-place operation (version {counter[0]}, expected {version}). Use an out-of-place op "
+                f"in-place operation (version {counter.value}, expected {version}). Use an out-of-place op "
                 f"(x = x + y instead of x += y), or clone() the tensor before modifying it.")
 
 

@@ -44,6 +44,22 @@ def bind_tensor_class(cls):
     Tensor = cls
 
 
+class VersionCounter:
+    """How autograd notices in-place changes: every tensor has one, shared with its views (and with what
+    ``detach()`` returns). In-place ops ``bump()`` it; ``Function.apply`` records ``value`` for each saved
+    input, and the engine refuses to run a backward whose saved arrays changed since (PyTorch's rule)."""
+    __slots__ = ("value",)
+
+    def __init__(self):
+        self.value = 0
+
+    def bump(self):
+        self.value += 1
+
+    def __repr__(self):
+        return f"VersionCounter({self.value})"
+
+
 class Edge(tuple):
     """One input of a graph node: ``(node, shape, dtype)``, the node that produced the input and the
     input's shape and dtype (the engine un-broadcasts and checks the gradient it sends there against
@@ -187,7 +203,7 @@ def _apply(cls, args, kwargs):
     result.data = out
     result.device = device
     result.grad = None
-    result._vc = [0]
+    result._version_counter = VersionCounter()
     if track and out.dtype.kind in _FLOATING and not ctx._non_diff:
         result.requires_grad = True
         result.grad_fn = ctx
@@ -216,15 +232,15 @@ def _version_records(ctx, args, raw, out, result):
     records = []
     for s in saved:
         if s is out:
-            records.append((result._vc, 0, -1))
+            records.append((result._version_counter, 0, -1))
             continue
         i = 0
         for r in raw:  # raw[i] is args[i] unwrapped
             if r is s:
                 a = args[i]
                 if isinstance(a, Tensor):
-                    vc = a._vc
-                    records.append((vc, vc[0], i))
+                    vc = a._version_counter
+                    records.append((vc, vc.value, i))
                 break
             i += 1
     return records

@@ -11,4 +11,4 @@ def zero_grad(params, set_to_none=True):
         else:
             p.grad.grad_fn = None
             p.grad.data[...] = 0
-            p.grad._vc[0] += 1
+            p.grad._version_counter.bump()

@@ -14,7 +14,7 @@ The emulated CUDA device (NumPy arrays) runs this same code with a fake ``cupy.c
 import numpy as np
 
 from ..errors import ArgumentError, DistributedError
-from .process_group import ReduceOp
+from .reduce_op import ReduceOp
 from .work import Work
 
 _NCCL_TYPES = {"int8": "NCCL_INT8", "uint8": "NCCL_UINT8", "int32": "NCCL_INT32", "uint32": "NCCL_UINT32",

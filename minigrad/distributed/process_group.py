@@ -12,12 +12,12 @@ MASTER_PORT, MPI starts first and rank 0 hands out a store's port through MPI.
 """
 import atexit
 import datetime
-import enum
 import os
 import sys
 import threading
 
 from ..errors import ArgumentError, DistTimeoutError, DistributedError
+from .reduce_op import ReduceOp
 from .store import TCPStore
 
 __all__ = ["ReduceOp", "init_process_group", "destroy_process_group", "is_initialized", "get_rank",
@@ -25,15 +25,6 @@ __all__ = ["ReduceOp", "init_process_group", "destroy_process_group", "is_initia
            "comm_stats", "reset_comm_stats"]
 
 default_pg_timeout = datetime.timedelta(minutes=5)
-
-
-class ReduceOp(enum.Enum):
-    """How ``all_reduce`` / ``reduce_scatter`` combine the ranks' tensors (PyTorch's names)."""
-    SUM = "sum"
-    AVG = "avg"
-    PRODUCT = "product"
-    MIN = "min"
-    MAX = "max"
 
 
 class ProcessGroup:

@@ -79,7 +79,7 @@ def _write(tensor, host):
     with no_grad():
         be = get_backend(tensor.device)
         tensor.data[...] = be.asarray(np.asarray(host).astype(tensor.data.dtype, copy=False))
-        tensor._vc[0] += 1
+        tensor._version_counter.bump()
     return tensor
 
 
@@ -112,7 +112,7 @@ def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
 def constant_(tensor, val):
     with no_grad():
         tensor.data[...] = val
-        tensor._vc[0] += 1
+        tensor._version_counter.bump()
     return tensor
 
 

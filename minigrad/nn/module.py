@@ -466,4 +466,4 @@ def _swap_storage(t, new):
         return
     t.data = new.data
     t.device = new.device
-    t._vc[0] += 1
+    t._version_counter.bump()

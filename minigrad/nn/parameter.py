@@ -26,7 +26,7 @@ class Parameter(Tensor):
         p.requires_grad = False
         p.grad = None
         p.grad_fn = None
-        p._vc = data._vc
+        p._version_counter = data._version_counter
         if requires_grad:
             p.requires_grad_(True)   # refuses integer data with a clear error
         return p

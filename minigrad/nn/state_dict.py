@@ -111,4 +111,4 @@ def _copy_into(target, value):
     else:
         host_or_dev = be.asarray(value)
     target.data[...] = host_or_dev
-    target._vc[0] += 1
+    target._version_counter.bump()

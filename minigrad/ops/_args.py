@@ -98,6 +98,6 @@ def share_version(out, src):
     """``out`` views ``src``'s storage: in-place changes to either must bump one counter."""
     base = out.data.base
     if base is not None and (base is src.data or base is src.data.base):
-        out._vc = src._vc
+        out._version_counter = src._version_counter
         out._is_view = True
     return out

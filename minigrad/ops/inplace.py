@@ -25,7 +25,7 @@ _INPLACE_UFUNCS = {"add": "add", "sub": "subtract", "mul": "multiply", "div": "d
 
 def bump(t):
     """Record that ``t``'s storage changed (every view of it shares the counter)."""
-    t._vc[0] += 1
+    t._version_counter.bump()
     return t
 
 

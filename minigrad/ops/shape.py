@@ -80,7 +80,7 @@ def _view_as_dtype(a, dtype):
         raise ShapeError(f"view: can't view a tensor of shape {tuple(a.shape)} ({src}) as {dt.name}: {e}") \
             from None
     out = wrap(arr, a.device)
-    out._vc, out._is_view = a._vc, True
+    out._version_counter, out._is_view = a._version_counter, True
     return out
 
 

@@ -99,7 +99,7 @@ class Adam(Optimizer):
                 self._kernel(p.device)(p.device.xp, p.data, p.grad.data, state["exp_avg"].data,
                                        state["exp_avg_sq"].data, None if v_max is None else v_max.data,
                                        state["step"], lr, beta1, beta2, eps, wd, decoupled, maximize)
-                p._vc[0] += 1
+                p._version_counter.bump()
         return loss
 
 

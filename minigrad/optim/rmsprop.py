@@ -82,5 +82,5 @@ class RMSprop(Optimizer):
                 buf = state["momentum_buffer"].data if momentum > 0 else None
                 self._kernel(p.device)(p.device.xp, p.data, p.grad.data, state["square_avg"].data, ga, buf,
                                        lr, alpha, eps, wd, momentum, maximize)
-                p._vc[0] += 1
+                p._version_counter.bump()
         return loss

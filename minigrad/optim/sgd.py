@@ -85,5 +85,5 @@ class SGD(Optimizer):
                                              lr, momentum, dampening, nesterov, wd, maximize)
                 if momentum != 0 and buf_t is None:
                     state["momentum_buffer"] = Tensor._make(buf, p.device)
-                p._vc[0] += 1
+                p._version_counter.bump()
         return loss

@@ -270,8 +270,8 @@ def test_inplace_op_with_itself_as_operand():
 def test_views_share_the_version_counter():
     x = mg.zeros(2, 3)
     for v in (x.view(6), x[0], x.transpose(0, 1), x.unsqueeze(0), x.detach()):
-        assert v._vc is x._vc
-    assert x[[0]]._vc is not x._vc  # advanced indexing copies
+        assert v._version_counter is x._version_counter
+    assert x[[0]]._version_counter is not x._version_counter  # advanced indexing copies
 
 
 def test_inplace_autograd_on_a_view_is_refused():

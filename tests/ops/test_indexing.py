@@ -100,10 +100,10 @@ def test_index_with_integer_tensor_scalar_and_tensor_int(device):
 def test_basic_index_is_view_advanced_is_copy(device):
     x = mg.tensor(DATA, device=device)
     v = x[1:, 0]
-    assert v._vc is x._vc
+    assert v._version_counter is x._version_counter
     c = x[[0, 1]]
-    assert c._vc is not x._vc
-    assert x[np.int64(1)]._vc is x._vc  # NumPy integers index like ints
+    assert c._version_counter is not x._version_counter
+    assert x[np.int64(1)]._version_counter is x._version_counter  # NumPy integers index like ints
     with mg.no_grad():
         x.mul_(0)
     assert host(v).sum() == 0.0

@@ -37,7 +37,7 @@ class Embedding(Module):
         init.normal_(self.weight, generator=generator)
         if self.padding_idx is not None:
             self.weight.data[self.padding_idx] = 0
-            self.weight._vc[0] += 1
+            self.weight._version_counter.bump()
 
     def forward(self, input):
         return F.embedding(input, self.weight, self.padding_idx)

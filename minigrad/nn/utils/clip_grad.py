@@ -71,7 +71,7 @@ def clip_grads_with_norm_(parameters, max_norm, total_norm):
     if coef < 1.0:
         for g in grads:
             g.data *= g.data.dtype.type(coef)
-            g._vc[0] += 1
+            g._version_counter.bump()
 
 
 def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False, foreach=None):
@@ -94,4 +94,4 @@ def clip_grad_value_(parameters, clip_value, foreach=None):
     v = float(clip_value)
     for g in _grads(parameters):
         g.device.xp.clip(g.data, -v, v, out=g.data)
-        g._vc[0] += 1
+        g._version_counter.bump()

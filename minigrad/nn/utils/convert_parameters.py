@@ -28,5 +28,5 @@ def vector_to_parameters(vec, parameters):
         for p in parameters:
             n = p.numel()
             p.data[...] = vec.data[offset:offset + n].reshape(p.shape)
-            p._vc[0] += 1
+            p._version_counter.bump()
             offset += n
