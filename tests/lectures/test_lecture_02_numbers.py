@@ -5,6 +5,7 @@ numbers the markdown relies on (not the notebook's printed output, which CI only
 """
 import gc
 import math
+import os
 
 import numpy as np
 import pytest
@@ -207,3 +208,27 @@ def test_section6_small_card(pool):
                                mg.tensor(host_y[i:i + 1024])) * (1024 / 8192)
         loss.backward()
     assert mem.max_memory_reserved() <= 56 * MiB
+
+
+def test_section5_malloc_trim_returns_released_segments_to_the_os():
+    """empty_cache() hands segments to glibc, which keeps the pages; malloc_trim(0) gives them back."""
+    ctypes = pytest.importorskip("ctypes")
+    try:
+        trim = ctypes.CDLL("libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        pytest.skip("no glibc: the C library decides by itself when to return memory")
+
+    def rss():
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+    with mem.enabled("cpu", allocator=CachingAllocator(CPUSource(), "cpu")):
+        blocks = [mg.ones(5 * MiB // 4) for _ in range(12)]  # 60 MiB in 20 MiB segments, pages touched
+        del blocks
+        gc.collect()
+        trim(0)
+        before = rss()
+        released = mem.empty_cache()
+        trim(0)
+        assert released == 60 * MiB
+        assert before - rss() >= 0.8 * released
