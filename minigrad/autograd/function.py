@@ -138,8 +138,8 @@ class Function:
                 out = be.asarray(out)
             if LEGACY_PROMOTION and out.dtype.char == "d" and not cls.exact_dtype:
                 out = _undo_legacy_promotion(out, raw)
-            if be.allocator is not None:
-                out = _into_pool(ctx, be.allocator, out, track, be.array_type)
+            if alloc is not None and be.allocator is alloc:  # (a moved output is in its device's storage)
+                out = _into_pool(ctx, alloc, out, track, be.array_type)
         except MinigradError:
             raise
         except (ValueError, TypeError, IndexError, ZeroDivisionError, OverflowError) as e:
