@@ -23,7 +23,7 @@ class ToDevice(Function):
     def forward(ctx, a, *, dst):
         ctx.src = ctx.device
         ctx.device = dst
-        return move_array(a, ctx.src, dst)
+        return get_backend(dst).adopt(move_array(a, ctx.src, dst))  # born in dst's storage (its pool)
 
     @staticmethod
     def backward(ctx, grad):
