@@ -19,8 +19,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "site"))
-import build as site_build  # noqa: E402  (site/build.py)
+_spec = importlib.util.spec_from_file_location("minigrad_site_build", ROOT / "site" / "build.py")
+site_build = importlib.util.module_from_spec(_spec)  # site/build.py, under a name no package uses
+_spec.loader.exec_module(site_build)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cdp import Browser, find_browser  # noqa: E402
 
 PAGES = ["lectures/03_tensors_and_views.ipynb", "assignments/a3_training_loop.ipynb", "docs/ARCHITECTURE.md",
