@@ -1,6 +1,7 @@
 """The course website: a partial site (lecture 03, the a3 handout, two reference pages) is built with the
 real build script, checked statically (figures, links, no solution code) and opened in headless Chromium
-(pages load without console errors, figures decode, links resolve, search finds a lecture).
+(pages load without console errors, figures decode, formulas typeset, links resolve, search finds a
+lecture) — and a profiler trace is fetched and parsed there.
 
 The browser tests need a Chromium-family browser (Debian: ``apt-get install chromium``) and skip, saying so,
 without one. ``make site`` builds the whole site into build/site/html; when it exists the full-site test
@@ -176,7 +177,24 @@ def test_in_a_browser_pages_load_figures_decode_links_resolve_and_search_finds_a
     with Browser(BROWSER) as browser:
         assert browser.evaluate("1 + 1") == 2
         problems = _check_pages(browser, server, site, "contiguity", "lectures/03_tensors_and_views")
+        problems += _check_trace_in_browser(browser, server, site)
     assert not problems, "\n".join(problems)
+
+
+def _check_trace_in_browser(browser, base, html_dir):
+    """A profiler trace, fetched and parsed by the browser's own JSON parser (what Perfetto and
+    chrome://tracing do first): every complete event has a name, a track and non-negative times."""
+    import minigrad as mg
+    with mg.profiler.profile() as prof:
+        with mg.profiler.record_function("step"):
+            (mg.randn(4, 4, requires_grad=True) @ mg.randn(4, 4)).sum().backward()
+    prof.export_chrome_trace(str(Path(html_dir) / "trace.json"))
+    browser.open(base + "index.html")
+    got = browser.evaluate(
+        "fetch('trace.json').then(r => r.json()).then(d => { const x = d.traceEvents.filter(e => e.ph === 'X');"
+        " return [x.length, x.every(e => typeof e.name === 'string' && Number.isInteger(e.pid) &&"
+        " Number.isInteger(e.tid) && e.ts >= 0 && e.dur >= 0)]; })")
+    return [] if got == [len(prof.events()), True] else [f"trace.json in the browser: {got}"]
 
 
 @needs_browser
