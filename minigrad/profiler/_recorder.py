@@ -90,9 +90,10 @@ class _Recorder:
         if device is not None:
             if self.profile_memory:
                 ev._mem0 = _pool_counters(device)
-            timer = self._timer(device)
-            if timer is not None:
-                ev._cuda = (timer, timer.start())
+            if device.type == "cuda":           # cpu ops need no device timer: skip the lookup
+                timer = self._timer(device)
+                if timer is not None:
+                    ev._cuda = (timer, timer.start())
         ev.start_ns = perf_counter_ns()
         return ev
 
