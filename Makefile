@@ -10,7 +10,7 @@ BENCH_PY   := $(BENCH_VENV)/bin/python
 # it is information only, so it is filtered out (by its message) of the build backend's warnings.
 PIP_QUIET := PYTHONWARNINGS="ignore:Editable installation"
 
-.PHONY: venv test test-fast test-numpy1 check-handouts demo bench gpu-check assignments start grade release \
+.PHONY: venv test test-fast test-numpy1 check-handouts size-budget site browser demo bench gpu-check assignments start grade release \
 	gradescope lab clean
 
 $(STAMP): pyproject.toml
@@ -26,11 +26,26 @@ venv: $(STAMP)
 # on a real GPU).
 # TESTS narrows the run (make test TESTS=tests/ops); the handout check compares without writing anything.
 TESTS ?=
-test: $(STAMP) check-handouts
+test: $(STAMP) browser check-handouts size-budget
 	MINIGRAD_EMULATE_CUDA=1 $(PY) -m pytest -q -n 2 -p no:cacheprovider $(TESTS)
 
 check-handouts: $(STAMP)
 	$(PY) -m autograder generate --check
+
+# The course website (Sphinx + MyST-NB): README, the lectures executed, the assignment handouts (never
+# the solutions), the autograder README and docs/ -> build/site/html/index.html (open it, or
+# python -m http.server -d build/site/html). Rebuilds re-run only notebooks that changed (jupyter-cache).
+site: $(STAMP)
+	$(PY) site/build.py
+
+# Headless Chromium for the site's browser tests (tests/site): Debian's package, as root (as on CI).
+browser:
+	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq chromium) \
+		|| echo "no chromium could be installed: the browser tests in tests/site will skip"
+
+# Line budget (tools/size_budget.py): no file in minigrad/ or autograder/ over 500 lines, the core under 6,500.
+size-budget: $(STAMP)
+	$(PY) -m tools.size_budget
 
 test-fast: $(STAMP)
 	MINIGRAD_EMULATE_CUDA=1 $(PY) -m pytest -q -n 2 -p no:cacheprovider -m "not notebook and not slow"

@@ -49,9 +49,13 @@ class Registry:
         self.name = name
         self.callbacks = []
 
-    def add(self, fn):
-        """Register ``fn``; returns a handle whose ``remove()`` unregisters it."""
-        self.callbacks.append(fn)
+    def add(self, fn, outermost=False):
+        """Register ``fn``; returns a handle whose ``remove()`` unregisters it. ``outermost=True`` puts it
+        around every wrapper already registered (the profiler: its times include theirs)."""
+        if outermost:
+            self.callbacks.insert(0, fn)
+        else:
+            self.callbacks.append(fn)
         _refresh()
         return _Handle(self, fn)
 

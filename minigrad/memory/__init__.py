@@ -46,7 +46,7 @@ from . import cupy_pool, history as _history, op_labels
 from .allocator import (KiB, MiB, Block, CachingAllocator, Segment, round_size, segment_size)
 from .history import label
 from .sources import CPUSource, SimulatedSource
-from .stats import format_bytes, memory_stats as _memory_stats, summary as _summary
+from .stats import format_bytes, fragmentation_of, free_holes, memory_stats as _memory_stats, summary as _summary
 from .storage import NumpyStorage, block_of, views_pool_block
 
 _ALLOCATORS = {}   # str(device) -> CachingAllocator
@@ -208,7 +208,8 @@ def memory_summary(device=None):
 
 
 def fragmentation(device=None):
-    """1 - largest free cached block / all free cached bytes (0: one usable piece, ~1: crumbs)."""
+    """1 - largest free cached block / all free cached bytes (0: one usable piece, ~1: crumbs); the
+    definition is ``stats.fragmentation_of``, shared with lecture 02 and the a2 grader."""
     return get_allocator(device).fragmentation()
 
 
@@ -271,7 +272,7 @@ def plot_timeline(snapshot=None, by="op", ax=None, path=None, device=None, top=1
 __all__ = [
     "Block", "CPUSource", "CachingAllocator", "KiB", "MiB", "NumpyStorage", "OutOfMemoryError", "Segment",
     "SimulatedSource", "block_of", "disable", "empty_cache", "enable", "enabled", "format_bytes",
-    "fragmentation", "get_allocator", "get_memory_limit", "is_enabled", "label", "max_memory_allocated",
+    "fragmentation", "fragmentation_of", "free_holes", "get_allocator", "get_memory_limit", "is_enabled", "label", "max_memory_allocated",
     "max_memory_reserved", "memory_allocated", "memory_requested", "memory_reserved", "memory_stats",
     "memory_summary", "plot_timeline", "record_memory_history", "reset_accumulated_memory_stats",
     "reset_peak_memory_stats", "round_size", "save_snapshot", "segment_size", "set_memory_limit",

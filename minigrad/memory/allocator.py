@@ -32,7 +32,7 @@ addresses only) and the caller turns blocks into arrays.
 from bisect import bisect_left, insort
 
 from ..errors import OutOfMemoryError
-from .stats import format_bytes, summary
+from .stats import format_bytes, fragmentation_of, summary
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -383,9 +383,7 @@ class CachingAllocator:
         0 means the cached memory is one usable piece; close to 1 means it is scattered in pieces so
         small that a large request would still need a new segment.
         """
-        sizes = [entry[0] for pool in POOLS for entry in self.free_blocks[pool]]
-        total = sum(sizes)
-        return 0.0 if total == 0 else 1.0 - max(sizes) / total
+        return fragmentation_of(entry[0] for pool in POOLS for entry in self.free_blocks[pool])
 
     def inactive_split(self, pool="all"):
         """(count, bytes) of free blocks inside partly used segments: cached but not releasable."""

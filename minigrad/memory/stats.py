@@ -14,6 +14,39 @@ Vocabulary (as in PyTorch):
 _AMOUNTS = ("current", "peak", "allocated", "freed")
 
 
+def fragmentation_of(free_sizes):
+    """The one definition of fragmentation used by ``fragmentation()``, lecture 02 and the a2 grader:
+    ``1 - largest free block / all free bytes`` of the cache (external fragmentation).
+
+    0 when the free memory is one piece (or there is none): a request as large as all of it fits.
+    Close to 1 when it is crumbs: free bytes exist, but a large request still needs a new segment.
+    Internal fragmentation (rounding) and cached-but-unused memory are other numbers:
+    ``allocated - requested`` and ``reserved - allocated``.
+    """
+    sizes = [int(s) for s in free_sizes if s > 0]
+    total = sum(sizes)
+    return 0.0 if total == 0 else 1.0 - max(sizes) / total
+
+
+def free_holes(segments, blocks):
+    """Sizes of the free ranges of ``segments`` [(address, size)] not covered by the live ``blocks``
+    [(address, size)]: the cache's free blocks, recovered from a layout (what a grader replaying an
+    allocator's trace knows). ``fragmentation_of(free_holes(...))`` is then the allocator's fragmentation."""
+    holes = []
+    by_start = sorted(blocks)
+    for seg_addr, seg_size in sorted(segments):
+        cursor, end = seg_addr, seg_addr + seg_size
+        for addr, size in by_start:
+            if addr + size <= seg_addr or addr >= end:
+                continue
+            if addr > cursor:
+                holes.append(addr - cursor)
+            cursor = max(cursor, addr + size)
+        if end > cursor:
+            holes.append(end - cursor)
+    return holes
+
+
 def memory_stats(allocator):
     """Flat dict with PyTorch's keys, e.g. ``allocated_bytes.all.current``, ``segment.large_pool.peak``."""
     out = {}

@@ -12,6 +12,7 @@ worker's traceback in the message), when a worker dies, and at interpreter exit 
 Workers are daemon processes, are joined with a timeout and terminated if they do not stop, and exit by
 themselves if the main process dies.
 """
+import functools
 import itertools
 import multiprocessing
 import pickle
@@ -31,6 +32,10 @@ __all__ = ["DataLoader"]
 
 _POLL_S = 0.5           # how often the main process checks that its workers are alive while it waits
 _JOIN_TIMEOUT_S = 2.0   # how long shutdown waits for workers to finish their batch before terminating them
+
+# Around every wait for a batch: fn(iterator, run) -> batch, where run() fetches it. Empty unless a
+# profile is recording (minigrad.profiler shows data-loading waits as their own events).
+batch_wrappers = []
 
 
 class _InfiniteConstantSampler(Sampler):
@@ -201,9 +206,16 @@ class _BaseIter:
         return len(loader)
 
     def __next__(self):
-        data = self._next_data()
+        data = self._next_data() if not batch_wrappers else self._wrapped_next()
         self._num_yielded += 1
         return data
+
+
+    def _wrapped_next(self):
+        run = self._next_data
+        for wrap in reversed(batch_wrappers):
+            run = functools.partial(wrap, self, run)
+        return run()
 
 
 class _SingleProcessIter(_BaseIter):
