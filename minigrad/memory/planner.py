@@ -32,9 +32,9 @@ class PlannerError(MinigradError, RuntimeError):
     """A plan that overlaps live tensors, or a replay that does not follow the recorded step."""
 
 
-Lifetime = namedtuple("Lifetime", "index size requested start end cause label")
+Lifetime = namedtuple("Lifetime", "index size requested start end cause label op")
 Lifetime.__doc__ = """One allocation of the step: live during events ``[start, end)``; ``size`` is the
-pool's rounded block size, ``cause`` the op (or label) that made it."""
+pool's rounded block size, ``cause`` the op (or label) that made it, ``op`` the op (None outside ops)."""
 
 Plan = namedtuple("Plan", "offsets arena_size")
 Plan.__doc__ = "Offsets (bytes into the arena, one per lifetime, by index) and the arena's size."
@@ -53,7 +53,8 @@ def lifetimes_from_events(events):
         n = e["seq"] + 1
         if e["action"] == "alloc":
             open_blocks[e["address"]] = len(out)
-            out.append([len(out), e["size"], e["requested"], e["seq"], None, e["cause"], e["label"]])
+            out.append([len(out), e["size"], e["requested"], e["seq"], None, e["cause"], e["label"],
+                        e["op"]])
         elif e["action"] == "free":
             i = open_blocks.pop(e["address"], None)
             if i is not None:
@@ -97,8 +98,7 @@ def lower_bound(lifetimes, select=None):
 def forward_only(lifetime):
     """``select`` for ``lower_bound``: allocations made by forward ops (activations, recomputed ones
     included), not by backward ops (``"<op>.backward"``: gradients) or outside ops."""
-    cause = lifetime.cause
-    return not cause.endswith(".backward") and cause != "unlabelled" and cause != lifetime.label
+    return lifetime.op is not None and not lifetime.op.endswith(".backward")
 
 
 def plan(lifetimes, alignment=512):
@@ -167,36 +167,48 @@ class PlannedAllocator(CachingAllocator):
     """Serves the k-th request of a replayed step at the k-th planned offset of one arena.
 
     Same interface as ``CachingAllocator`` (so ``minigrad.memory.enabled(allocator=...)`` takes it and
-    the statistics work); a request that does not match the recording, or would overlap a live block,
-    raises ``PlannerError`` instead of corrupting a tensor.
+    the statistics work). Requests made by ops must follow the recording exactly. The engine's few
+    allocations outside ops (defensive copies of shared gradients) depend on Python object ids, so they
+    may come and go between runs: an extra one is served from a side pool (``spilled`` counts them), a
+    missing one leaves its slot unused. A request that would overlap a live block raises
+    ``PlannerError`` instead of corrupting a tensor.
     """
 
     def __init__(self, lifetimes, plan, source=None, device_name="cpu"):
         super().__init__(source or CPUSource(), device_name)
         self.lifetimes, self.plan = lifetimes, plan
         self.next = 0
-        self.live = {}                      # id(block) -> (k, block) for live blocks
+        self.live = {}                      # id(block) -> (k, block) for live planned blocks
+        self.side = CachingAllocator(self.source, device_name)
+        self.spilled = 0
         address, handle = self.source.allocate(max(plan.arena_size, 512))
         self.arena = Segment(0, address, max(plan.arena_size, 512), "large_pool", handle)
         for stats in self._scopes["large_pool"]:
             stats.add_segment(self.arena.size)
 
+    def _match(self, k, size, cause):
+        lt = self.lifetimes[k]
+        return lt.size == size and lt.op == cause
+
     def malloc(self, nbytes, cause=None):
-        k = self.next
-        if k >= len(self.lifetimes):
-            raise PlannerError(f"replay: request {k} ({nbytes} bytes, {cause}) is beyond the "
-                               f"{len(self.lifetimes)} allocations of the recorded step")
-        lt, offset = self.lifetimes[k], self.plan.offsets[k]
-        size = round_size(nbytes)
-        if size != lt.size:
-            raise PlannerError(f"replay: request {k} ({cause}) is {size} bytes but the recorded step's was "
-                               f"{lt.size} ({lt.cause}); the step must allocate the same way every time")
+        size, k, n = round_size(nbytes), self.next, len(self.lifetimes)
+        while k < n and not self._match(k, size, cause) and self.lifetimes[k].op is None:
+            k += 1                          # recorded copies outside ops that this run did not make
+        if k >= n or not self._match(k, size, cause):
+            if cause is None:               # an extra copy outside ops: not planned, served aside
+                self.spilled += 1
+                return self.side.malloc(nbytes, cause)
+            lt = self.lifetimes[min(self.next, n - 1)] if n else None
+            raise PlannerError(f"replay: request {self.next} ({cause}, {size} bytes) does not match the "
+                               f"recorded step's ({lt.cause if lt else 'none'}, {lt.size if lt else 0} bytes); "
+                               f"the step must allocate the same way every time")
+        offset = self.plan.offsets[k]
         for j, other in self.live.values():
             if offset < other.offset + other.size and other.offset < offset + size:
                 raise PlannerError(f"replay: request {k} ({cause}) at offset {offset} overlaps live block "
                                    f"{j} ({self.lifetimes[j].cause}) at offset {other.offset}: its "
                                    f"lifetime was planned to have ended")
-        self.next += 1
+        self.next = k + 1
         block = Block(self.arena, offset, size)
         block.allocated, block.requested, block.cause = True, nbytes, cause
         self.live[id(block)] = (k, block)
@@ -205,13 +217,15 @@ class PlannedAllocator(CachingAllocator):
         return block
 
     def free(self, block):
+        if block.segment is not self.arena:
+            return self.side.free(block)
         self.live.pop(id(block), None)
         for stats in self._scopes[pool_of(block.size)]:
             stats.remove_block(block.size, block.requested)
         block.allocated = False
 
     def empty_cache(self):
-        return 0
+        return self.side.empty_cache()
 
 
 def replay(step, lifetimes, plan, device="cpu"):
@@ -221,9 +235,10 @@ def replay(step, lifetimes, plan, device="cpu"):
     alloc = PlannedAllocator(lifetimes, plan, _source_like(get_allocator(device)), str(device))
     with _no_gc(), enabled(device, allocator=alloc):
         result = step()
-    if alloc.next != len(lifetimes):
-        raise PlannerError(f"replay: the step made {alloc.next} allocations, the recorded one "
-                           f"{len(lifetimes)}")
+    missing = [lt for lt in lifetimes[alloc.next:] if lt.op is not None]
+    if missing:
+        raise PlannerError(f"replay: the step ended before {len(missing)} of the recorded allocations by "
+                           f"ops (first: {missing[0].cause}, {missing[0].size} bytes)")
     return result
 
 

@@ -14,19 +14,19 @@ from minigrad.nn import functional as F
 
 def lts(*spec):
     """Lifetimes from (size in 512-byte units, start, end) triples."""
-    return [Lifetime(i, 512 * s, 512 * s, a, b, f"t{i}", None) for i, (s, a, b) in enumerate(spec)]
+    return [Lifetime(i, 512 * s, 512 * s, a, b, f"t{i}", None, f"t{i}") for i, (s, a, b) in enumerate(spec)]
 
 
 def test_lifetimes_from_events():
     events = [
         {"seq": 0, "action": "segment_alloc", "address": 0, "size": 2048, "requested": 2048, "cause": None,
-         "label": None},
-        {"seq": 1, "action": "alloc", "address": 0, "size": 512, "requested": 100, "cause": "a", "label": None},
+         "label": None, "op": None},
+        {"seq": 1, "action": "alloc", "address": 0, "size": 512, "requested": 100, "cause": "a", "label": None, "op": "a"},
         {"seq": 2, "action": "alloc", "address": 512, "size": 1024, "requested": 1024, "cause": "b",
-         "label": "fwd"},
-        {"seq": 3, "action": "free", "address": 0, "size": 512, "requested": 100, "cause": "a", "label": None},
-        {"seq": 4, "action": "free", "address": 9999, "size": 512, "requested": 1, "cause": "old", "label": None},
-        {"seq": 5, "action": "alloc", "address": 0, "size": 512, "requested": 512, "cause": "c", "label": None},
+         "label": "fwd", "op": "b"},
+        {"seq": 3, "action": "free", "address": 0, "size": 512, "requested": 100, "cause": "a", "label": None, "op": "a"},
+        {"seq": 4, "action": "free", "address": 9999, "size": 512, "requested": 1, "cause": "old", "label": None, "op": "old"},
+        {"seq": 5, "action": "alloc", "address": 0, "size": 512, "requested": 512, "cause": "c", "label": None, "op": "c"},
     ]
     got = planner.lifetimes_from_events(events)
     assert [(lt.size, lt.start, lt.end, lt.cause) for lt in got] == [
@@ -110,16 +110,16 @@ def test_replay_of_a_different_step_raises():
     x = mg.randn(64, 64)
     trace = planner.record(lambda: (x @ x).sum())
     p = planner.plan(trace.lifetimes)
-    with pytest.raises(PlannerError, match="the step must allocate the same way"):
+    with pytest.raises(PlannerError, match="does not match the recorded step"):
         planner.replay(lambda: (x[:32] @ x).sum(), trace.lifetimes, p)
 
 
 def test_planned_allocator_refuses_to_overlap_a_live_block():
     lifetimes = lts((2, 0, 5), (2, 1, 8))
     alloc = planner.PlannedAllocator(lifetimes, Plan([0, 512], 1536))    # a wrong plan, unchecked
-    first = alloc.malloc(1024, "a")
+    first = alloc.malloc(1024, "t0")
     assert alloc.allocated_bytes() == 1024
     with pytest.raises(PlannerError, match="overlaps live block 0"):
-        alloc.malloc(1024, "b")
+        alloc.malloc(1024, "t1")
     alloc.free(first)
     assert alloc.allocated_bytes() == 0
