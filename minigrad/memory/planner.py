@@ -45,16 +45,18 @@ class Trace(namedtuple("Trace", "lifetimes result peak_reserved peak_allocated e
 
 
 def lifetimes_from_events(events):
-    """``Lifetime`` intervals from a memory history (``snapshot()['events']``). Blocks still live at the
-    end get ``end`` = one past the last event; frees of blocks allocated before recording are ignored."""
+    """``Lifetime`` intervals from a memory history (``snapshot()['events']``). Sizes are the requests
+    rounded to 512 B (the pool may serve one from a larger cached block it does not split). Blocks still
+    live at the end get ``end`` = one past the last event; frees of blocks allocated before recording
+    are ignored."""
     open_blocks, out = {}, []
     n = 0
     for e in events:
         n = e["seq"] + 1
         if e["action"] == "alloc":
             open_blocks[e["address"]] = len(out)
-            out.append([len(out), e["size"], e["requested"], e["seq"], None, e["cause"], e["label"],
-                        e["op"]])
+            size = round_size(e["requested"])     # not the block: the pool may hand out a larger one
+            out.append([len(out), size, e["requested"], e["seq"], None, e["cause"], e["label"], e["op"]])
         elif e["action"] == "free":
             i = open_blocks.pop(e["address"], None)
             if i is not None:
