@@ -43,5 +43,6 @@ timeout 200 $PY benchmarks/gpu_bench.py 2>&1 | tee -a "$LOG"
 echo "== pool malloc+free" | tee -a "$LOG"
 timeout 60 $PY benchmarks/pool_malloc.py 2>&1 | tee -a "$LOG"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+{ echo "== recomputation and planner"; timeout 240 $PY benchmarks/recompute_gpu_check.py; } 2>&1 | tee -a "$LOG"; [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 echo "== gpu-check exit status $status" | tee -a "$LOG"
 exit $status

@@ -41,9 +41,9 @@ def test_mlp_gradients_identical(device):
     assert_same(grads(model, lambda: model(x), x), grads(model, lambda: checkpoint(model, x), x))
 
 
-def test_checkpoint_sequential_every_segment_count():
-    model = mlp(depth=4, dropout=0.25)
-    x = mg.randn(5, 8, dtype=mg.float64, requires_grad=True)
+def test_checkpoint_sequential_every_segment_count(device):
+    model = mlp(depth=4, dropout=0.25, device=device)
+    x = mg.randn(5, 8, dtype=mg.float64, device=device, requires_grad=True)
     ref = grads(model, lambda: model(x), x)
     for segments in range(1, len(model) + 1):
         assert_same(ref, grads(model, lambda: checkpoint_sequential(model, segments, x), x))
