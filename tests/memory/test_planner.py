@@ -5,7 +5,6 @@ import pytest
 from hypothesis import given, strategies as st
 
 import minigrad as mg
-import minigrad.memory as mem
 from minigrad import nn
 from minigrad.memory import planner
 from minigrad.memory.planner import Lifetime, Plan, PlannerError
