@@ -21,6 +21,7 @@ import contextlib
 import weakref
 
 from ...autograd import extensions, grad_mode
+from ...backend import get_backend
 from ...errors import AutogradError, InplaceModificationError
 from ...random import Generator, default_generator
 from ...tensor import Tensor
@@ -179,8 +180,8 @@ class Frame:
                 f"checkpoint: recomputed tensor {i} of {_name(self.fn)} has shape {tuple(array.shape)} and "
                 f"dtype {array.dtype}, but the forward saved shape {shape} and dtype {dtype}: the function "
                 f"is not deterministic (or depends on state that changed)")
-        be = self.device.backend if self.device is not None else None
-        return array if be is None else be.adopt(array)     # into the memory pool when it is on
+        # into the memory pool when it is on (an op's result is adopted after the op; a save, not)
+        return array if self.device is None else get_backend(self.device).adopt(array)
 
     def _check_kept(self):
         if self.allow_mutation:
