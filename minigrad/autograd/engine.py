@@ -8,6 +8,7 @@
 import contextlib
 import math
 import threading
+import weakref
 
 from ..errors import AutogradError, GradientError, InplaceModificationError
 from . import extensions, function
@@ -97,7 +98,7 @@ def run_backward(roots, retain_graph=False, capture=None):
                 capture[node] = grad
             if type(node) is AccumulateGrad:        # a leaf: into tensor.grad (not for autograd.grad)
                 if capture is None:
-                    node.accumulate(grad, id(grad) in pending.shared)
+                    node.accumulate(grad, pending.is_shared(grad))
                 continue
             if node._versions:
                 _check_versions(node)               # arrays it saved modified in place since forward?
@@ -113,13 +114,27 @@ class _Pending(dict):
 
     ``shared`` remembers arrays handed to more than one input (``Add`` returns ``(g, g)``): a leaf must
     copy such an array before keeping it as ``.grad``, or a later ``+=`` would leak into the other input.
+    It maps ``id`` to a weak reference, so a new array that reuses a dead one's id is not mistaken for it
+    (that made copies, and so memory use, depend on where Python happened to put objects).
     """
 
     def __init__(self, roots):
         super().__init__()
-        self.shared = set()
+        self.shared = {}
         for node, g in roots:
             self[node] = self[node] + g if node in self else g
+
+    def _mark_shared(self, g):
+        try:
+            self.shared[id(g)] = weakref.ref(g)
+        except TypeError:                   # an array type without weak references: by id alone
+            self.shared[id(g)] = None
+
+    def is_shared(self, g):
+        if id(g) not in self.shared:
+            return False
+        ref = self.shared[id(g)]
+        return ref is None or ref() is g
 
     def send(self, node, input_grads, grad):
         """Hand each input of ``node`` its gradient, un-broadcast and checked against the input's edge."""
@@ -137,7 +152,7 @@ class _Pending(dict):
             if g.shape != shape or g.dtype is not dtype:
                 g = _conform(g, shape, dtype, grad, node, i)
             if g is previous or (i > 1 and any(g is x for x in input_grads[:i])):
-                self.shared.add(id(g))
+                self._mark_shared(g)
             previous = g
             waiting = self.get(child)
             self[child] = g if waiting is None else waiting + g

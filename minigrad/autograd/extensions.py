@@ -11,14 +11,16 @@ point                 signature                                      used by
 ``saved_tensors_hooks``  ``pack(array) -> obj``, ``unpack(obj) -> array``  checkpointing, offloading
 ``forward_wrappers``  ``fn(op, args, kwargs, run) -> Tensor``        graph capture records, the profiler
                                                                      times, the memory pool labels and
-                                                                     adopts, anomaly mode checks
+                                                                     adopts, anomaly mode checks,
+                                                                     checkpointing numbers ops and replays
 ``backward_wrappers`` ``fn(node, grad, run) -> input grads``         the same, for each node's backward
 post-accumulate-grad  ``Tensor.register_post_accumulate_grad_hook``  DDP launches a bucket's all-reduce
 end of backward       ``engine.queue_callback(fn)``                  DDP waits for its all-reduces
 ====================  =============================================  =====================================
 
 ``run`` is the rest of the chain: a wrapper calls ``run()`` exactly once and returns its result (possibly
-after looking at it). Wrappers nest in registration order: the first registered is the outermost. Example,
+after looking at it), or, to replace the op, returns a result without calling it (selective checkpointing
+replays a kept output instead of recomputing it; wrappers registered after it then do not see that op). Wrappers nest in registration order: the first registered is the outermost. Example,
 a wrapper that counts ops (what the profiler does, with timings)::
 
     from minigrad.autograd import extensions

@@ -10,6 +10,7 @@ The other modules connect it to devices and to people:
     stats.py       memory_stats() dicts and the memory_summary() table
     history.py     record_memory_history(), label(), snapshot events
     plot.py        plot_timeline()
+    planner.py     an offline planner: one step's lifetimes packed into one arena (vs the pool's peak)
 
 Usage::
 
@@ -42,7 +43,7 @@ import numpy as np
 
 from ..backend import device as _device, get_backend
 from ..errors import DeviceError, OutOfMemoryError
-from . import cupy_pool, history as _history, op_labels
+from . import cupy_pool, history as _history, op_labels, planner
 from .allocator import (KiB, MiB, Block, CachingAllocator, Segment, round_size, segment_size)
 from .history import label
 from .sources import CPUSource, SimulatedSource
@@ -274,7 +275,7 @@ __all__ = [
     "SimulatedSource", "block_of", "disable", "empty_cache", "enable", "enabled", "format_bytes",
     "fragmentation", "fragmentation_of", "free_holes", "get_allocator", "get_memory_limit", "is_enabled", "label", "max_memory_allocated",
     "max_memory_reserved", "memory_allocated", "memory_requested", "memory_reserved", "memory_stats",
-    "memory_summary", "plot_timeline", "record_memory_history", "reset_accumulated_memory_stats",
+    "memory_summary", "planner", "plot_timeline", "record_memory_history", "reset_accumulated_memory_stats",
     "reset_peak_memory_stats", "round_size", "save_snapshot", "segment_size", "set_memory_limit",
     "snapshot", "views_pool_block",
 ]

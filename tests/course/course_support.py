@@ -81,3 +81,26 @@ def scores(result):
 
 def result_of(result, key):
     return next(t for t in result.tests if t.key == key)
+
+
+def forbidden_hits(assignment, src):
+    """The assignment's forbidden-use patterns that ``src`` matches."""
+    return [p for p in assignment.forbidden if re.search(p, src)]
+
+
+def solution_cells_allowed(assignment, solution):
+    """The graded cells of the solution notebook that a forbidden-use pattern would reject (none, for a
+    sound spec)."""
+    from autograder.notebook import load_submission
+    sub = load_submission(solution)
+    return [gid for gid in assignment.graded_cells() if forbidden_hits(assignment, sub.cells[gid])]
+
+
+def execute_notebook(path, timeout=180):
+    """Run a notebook top to bottom in its folder; returns (its code cells' outputs, their stream text)."""
+    from nbclient import NotebookClient
+    nb = nbformat.read(path, as_version=4)
+    NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                   resources={"metadata": {"path": str(path.parent)}}).execute()
+    outs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+    return outs, "".join(o.get("text", "") for o in outs if o.output_type == "stream")

@@ -1,0 +1,250 @@
+"""One checkpointed call: a *frame*. It keeps the call's inputs, not its activations, and recomputes them.
+
+The forward runs ``fn`` inside ``saved_tensors_hooks(frame.pack, frame.unpack)``: every array an op saves
+for backward is replaced by a small ``_Handle`` (its position in the order of saves, and its shape and
+dtype). The graph itself is the ordinary one, so ``autograd.grad``, hooks and tuple outputs need nothing
+special. The first ``unpack`` in backward reruns ``fn`` on the kept inputs (RNG states restored, grad
+on), collecting the arrays saved in the same order, and each handle takes its array from there (once:
+an unpacked array is dropped from the frame, so recomputed activations die with the backward of their
+node).
+
+Inputs are themselves packed with the hooks in force around the call: a checkpoint nested in another
+keeps its inputs as handles of the outer one, so the outer region's activations are not pinned.
+
+A forward wrapper (``extensions.forward_wrappers``) is registered while any frame runs. It numbers the
+ops of the region, notes each ``Generator`` it sees before its first use, and applies a selective
+policy: a kept op runs normally in the forward and its output is remembered; during the recomputation
+it is replayed, not run. Its saves that are its inputs stay handles (the ops before it recompute them);
+any other (its output, a mask) is kept as it is.
+"""
+import contextlib
+import weakref
+
+from ...autograd import extensions, grad_mode
+from ...backend import get_backend
+from ...errors import AutogradError, InplaceModificationError
+from ...random import Generator, default_generator
+from ...tensor import Tensor
+from . import selective
+
+
+class RecomputationError(AutogradError):
+    """The recomputation of a checkpointed region did not reproduce its forward."""
+
+
+_active = []        # frames whose forward or recomputation is running, innermost last
+_wrapper = [None]   # the handle of the registered forward wrapper while _active is non-empty
+
+
+class _Handle:
+    """What an op's ctx holds instead of a saved array: the frame and the save's position in it."""
+    __slots__ = ("frame", "index", "__weakref__")
+
+    def __init__(self, frame, index):
+        self.frame, self.index = frame, index
+
+    def __del__(self):  # the node was freed (or never recorded): its recomputed array is not needed
+        recomputed = self.frame.recomputed
+        if recomputed:
+            recomputed.pop(self.index, None)
+
+
+class _Kept:
+    """A save the selective policy keeps as it is (``unpack`` returns the array)."""
+    __slots__ = ("array",)
+
+    def __init__(self, array):
+        self.array = array
+
+
+class _Input:
+    """One tensor argument: its data (packed by the hooks around the call), metadata and version."""
+    __slots__ = ("packed", "unpack", "requires_grad", "device", "vc", "version")
+
+    def __init__(self, t):
+        hooks = extensions._saved_hooks
+        if hooks:
+            pack, self.unpack = hooks[-1]
+            self.packed = pack(t.data)
+        else:
+            self.packed, self.unpack = t.data, None
+        self.requires_grad, self.device = t.requires_grad, t.device
+        self.vc, self.version = t._vc, t._vc[0]
+
+    def rebuild(self):
+        data = self.packed if self.unpack is None else self.unpack(self.packed)
+        t = Tensor._make(data, self.device, self.requires_grad)
+        t._vc = self.vc
+        return t
+
+
+class Frame:
+    """The state of one ``checkpoint(fn, *args)`` call; see the module docstring."""
+
+    def __init__(self, fn, args, kwargs, preserve_rng_state, policy=None, allow_mutation=False,
+                 recompute_ctx=None):
+        self.fn, self.kwargs = fn, kwargs
+        self.recompute_ctx = recompute_ctx or contextlib.nullcontext()
+        self.args = [_Input(a) if isinstance(a, Tensor) else a for a in args]
+        self.device = next((a.device for a in args if isinstance(a, Tensor)), None)
+        self.preserve_rng = preserve_rng_state
+        self.rng = {default_generator: default_generator.get_state()} if preserve_rng_state else {}
+        self.policy, self.allow_mutation = policy, allow_mutation
+        self.meta = []          # (shape, dtype) of each save replaced by a handle, in order
+        self.handles = weakref.WeakValueDictionary()   # index -> live handle
+        self.kept = {}          # op number -> (output array, requires_grad, device, vc, version, op name)
+        self.recomputed = {}    # index -> recomputed array, until its handle unpacks it
+        self.recomputing = False
+        self.ops = 0            # ops seen by the current pass (forward or recomputation)
+        self.keeping = None     # (op number, its input arrays) inside an op the policy keeps
+        self.kept_inputs = {}   # op number -> [(handle index, input position)] of its saves
+        self.saves = 0          # saves seen by the current recomputation
+
+    # --- the forward ------------------------------------------------------------------------------
+    def run_forward(self, args):
+        with _running(self), extensions.saved_tensors_hooks(self.pack, self.unpack):
+            return self.fn(*args, **self.kwargs)
+
+    def pack(self, array):
+        if self.recomputing:                # a save of the recomputation: keep it if a handle wants it
+            i = self.saves
+            self.saves += 1
+            if i in self.handles:
+                self.recomputed[i] = self._check_meta(i, array)
+            return None
+        if self.keeping is not None:       # inside an op the policy keeps (its output is remembered)
+            for pos, a in enumerate(self.keeping[1]):
+                if a is array:              # one of its inputs: recomputed by the ops before it
+                    self.kept_inputs.setdefault(self.keeping[0], []).append((len(self.meta), pos))
+                    break
+            else:
+                return _Kept(array)         # its output or an intermediate (a mask): kept as it is
+        handle = _Handle(self, len(self.meta))
+        self.meta.append((array.shape, array.dtype))
+        self.handles[handle.index] = handle
+        return handle
+
+    def unpack(self, packed):
+        if type(packed) is _Kept:
+            return packed.array
+        if packed is None:
+            raise RecomputationError("checkpoint: a tensor saved during recomputation was read by a "
+                                     "backward; recomputed graphs are not differentiable")
+        i = packed.index
+        if i not in self.recomputed:
+            self.recompute()
+        try:
+            return self.recomputed.pop(i)
+        except KeyError:
+            raise RecomputationError(f"checkpoint: saved tensor {i} was not reproduced by the "
+                                     f"recomputation") from None
+
+    # --- the recomputation ------------------------------------------------------------------------
+    def recompute(self):
+        """Rerun ``fn`` on the kept inputs, filling ``recomputed`` for every live handle."""
+        inputs = [self._rebuild(i, a) for i, a in enumerate(self.args)]
+        self._check_kept()
+        rng_now = {g: g.get_state() for g in self.rng}
+        for g, state in self.rng.items():
+            g.set_state(state)
+        self.recomputing, self.ops, self.saves = True, 0, 0
+        try:
+            with self.recompute_ctx, _running(self), grad_mode.enable_grad(), \
+                    extensions.saved_tensors_hooks(self.pack, self.unpack):
+                self.fn(*inputs, **self.kwargs)
+        finally:
+            self.recomputing = False
+            for g, state in rng_now.items():
+                g.set_state(state)
+        if self.saves != len(self.meta):
+            self.recomputed.clear()
+            raise RecomputationError(
+                f"checkpoint: the recomputation of {_name(self.fn)} saved {self.saves} tensors for backward "
+                f"but its forward saved {len(self.meta)}: the function must do the same ops both times "
+                f"(no data-dependent control flow on values that change, no global state)")
+
+    def _rebuild(self, i, a):
+        if not isinstance(a, _Input):
+            return a
+        if a.vc[0] != a.version:
+            raise InplaceModificationError(
+                f"checkpoint: input {i} of {_name(self.fn)} was modified in place after the forward "
+                f"(version {a.vc[0]}, expected {a.version}); the recomputation would use the new values "
+                f"and give a wrong gradient. Clone the input before modifying it.")
+        return a.rebuild()
+
+    def _check_meta(self, i, array):
+        shape, dtype = self.meta[i] if i < len(self.meta) else (None, None)
+        if array.shape != shape or array.dtype != dtype:
+            raise RecomputationError(
+                f"checkpoint: recomputed tensor {i} of {_name(self.fn)} has shape {tuple(array.shape)} and "
+                f"dtype {array.dtype}, but the forward saved shape {shape} and dtype {dtype}: the function "
+                f"is not deterministic (or depends on state that changed)")
+        # into the memory pool when it is on (an op's result is adopted after the op; a save, not)
+        return array if self.device is None else get_backend(self.device).adopt(array)
+
+    def _check_kept(self):
+        if self.allow_mutation:
+            return
+        for data, _, _, vc, version, name in self.kept.values():
+            if vc[0] != version:
+                raise InplaceModificationError(
+                    f"checkpoint: the output of {name}, kept by the selective policy, was modified in place "
+                    f"after the forward; pass allow_cache_entry_mutation=True to accept that")
+
+    # --- every op of the region (the forward wrapper) ---------------------------------------------
+    def on_op(self, op, args, kwargs, run):
+        n = self.ops
+        self.ops += 1
+        if self.recomputing:
+            kept = self.kept.get(n)
+            if kept is None:
+                return run()
+            for index, pos in self.kept_inputs.get(n, ()):   # its saved inputs, as recomputed now
+                self.saves += 1
+                if index in self.handles:
+                    self.recomputed[index] = args[pos].data
+            t = Tensor._make(kept[0], kept[2], kept[1])   # replayed, not run (a wrapper may skip run)
+            t._vc = kept[3]
+            return t
+        if self.preserve_rng:
+            for a in (*args, *kwargs.values()):
+                if isinstance(a, Generator) and a not in self.rng:
+                    self.rng[a] = a.get_state()     # before its first use inside the region
+        if self.policy is None or not selective.decide(self.policy, op, args, kwargs):
+            return run()
+        outer = self.keeping
+        self.keeping = (n, [a.data if isinstance(a, Tensor) else a for a in args])
+        try:
+            out = run()
+        finally:
+            self.keeping = outer
+        self.kept[n] = (out.data, out.requires_grad, out.device, out._vc, out._vc[0], op.name)
+        return out
+
+
+def _region_wrapper(op, args, kwargs, run):
+    return _active[-1].on_op(op, args, kwargs, run) if _active else run()
+
+
+class _running:
+    """Push a frame for the duration of a pass; the forward wrapper exists while any frame runs."""
+
+    def __init__(self, frame):
+        self.frame = frame
+
+    def __enter__(self):
+        if not _active:
+            _wrapper[0] = extensions.forward_wrappers.add(_region_wrapper)
+        _active.append(self.frame)
+
+    def __exit__(self, *exc):
+        _active.pop()
+        if not _active:
+            _wrapper[0].remove()
+            _wrapper[0] = None
+        return False
+
+
+def _name(fn):
+    return getattr(fn, "__qualname__", None) or type(fn).__name__
