@@ -26,6 +26,7 @@ from .ops import (abs, add, all, allclose, amax, amin, any, argmax, argmin, bmm,
                   sqrt, square, squeeze, stack, std, sub, sum, t, transpose, tril, triu, unflatten,
                   unsqueeze, var, where)
 from . import nn, optim, utils, datasets  # noqa: E402  (features on top of the core)
+from . import compile  # noqa: E402,A004  (callable: mg.compile(fn); shadows the builtin only in this namespace)
 from .serialization import CheckpointError, load, save  # noqa: E402
 from .random import Generator, default_generator, initial_seed, manual_seed, seed, get_rng_state, set_rng_state
 
