@@ -12,7 +12,7 @@ from .tracer import Tracer
 
 class ExplainOutput:
     def __init__(self, graphs, breaks, block_size=None):
-        self.graphs = graphs
+        self.graphs = [g for g in graphs if len(g)]   # as Dynamo, count graphs that hold ops
         self.break_reasons = breaks
         self.fused_graphs = [fuse(g, block_size) for g in graphs]
         self.kernels = [k for g in self.fused_graphs for k in fused_kernels(g)]

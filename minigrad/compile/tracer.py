@@ -58,10 +58,10 @@ def tensor_meta(t, where=""):
 
 class _Primitive:
     """A call into the op library from program code, in progress."""
-    __slots__ = ("frame", "args", "kwargs", "start", "opaque")
+    __slots__ = ("frame", "args", "kwargs", "start", "opaque", "touched")
 
     def __init__(self, frame, start):
-        self.frame, self.start, self.opaque = frame, start, False
+        self.frame, self.start, self.opaque, self.touched = frame, start, False, []
         self.args, self.kwargs = frames.call_arguments(frame)
 
 
@@ -127,6 +127,8 @@ class Tracer:
         for a in args:  # changes made by the op itself (running statistics) are replayed with it
             if isinstance(a, Tensor) and id(a) in self.values:
                 self.values[id(a)][2] = a._vc[0]
+                if self.prim is not None:   # ... and so are the version bumps its library call adds
+                    self.prim.touched.append(a)
         node = self._add(Node("call_op", op, ins[0], ins[1], name=unique_name(op.name, self.taken),
                               meta=tensor_meta(out, frames.where(frame))))
         self.values[id(out)] = [out, node, out._vc[0]]
@@ -184,6 +186,10 @@ class Tracer:
         return node
 
     def _finish_primitive(self, prim, result):
+        for t in prim.touched:
+            entry = self.values.get(id(t))
+            if entry is not None and entry[0] is t:
+                entry[2] = t._vc[0]
         outs = [result] if isinstance(result, Tensor) else \
             list(result) if isinstance(result, (tuple, list)) else []
         unknown = [t for t in outs if isinstance(t, Tensor) and
@@ -214,7 +220,8 @@ class Tracer:
                 self.values[id(t)] = [t, item, t._vc[0]]
 
     def _graph_break(self, reason, frame):
-        brk = GraphBreak(reason, frames.where(frame), frames.source_line(frame), len(self.breaks))
+        where = frames.where(frame) if frame is not None else "(found when the function returned)"
+        brk = GraphBreak(reason, where, frames.source_line(frame) if frame is not None else "", len(self.breaks))
         if self.fullgraph:
             raise GraphBreakError(f"graph break under fullgraph=True: {brk}")
         self.breaks.append(brk)
@@ -224,7 +231,8 @@ class Tracer:
         for t, node, version in list(self.values.values()):
             if node.kind in ("placeholder", "get_attr") and t._vc[0] != version:
                 self.values[id(t)][2] = t._vc[0]
-                self._graph_break(f"in-place change of {node.name} (an input or parameter)", None)
+                self._graph_break(f"in-place change of {node.name} (an input or parameter) outside a "
+                                  f"recorded op", None)
 
     def _segment(self, g, n_graphs):
         """Graph ``g``: its nodes, placeholders for what earlier graphs made, outputs for what later read."""

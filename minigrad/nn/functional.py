@@ -13,6 +13,7 @@ from ..ops.nn import activation as _act
 from ..ops.nn import attention as _attn
 from ..ops.nn import conv as _conv
 from ..ops.nn import embedding as _emb
+from ..ops.nn import flash_attention as _flash
 from ..ops.nn import linear as _lin
 from ..ops.nn import loss as _loss
 from ..ops.nn import norm as _norm
@@ -237,15 +238,21 @@ def binary_cross_entropy_with_logits(input, target, weight=None, reduction="mean
 
 
 # --- attention ------------------------------------------------------------------------------------
+FLASH_MIN_SCORES = 1024 * 1024   # from this many scores per head (L * S) on, attention is tiled
+
+
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
-                                 scale=None, generator=None):
+                                 scale=None, generator=None, use_flash=None):
     """softmax(q @ k^T * scale + mask) @ v with q (..., L, E), k (..., S, E), v (..., S, Ev).
 
     attn_mask: bool (True = attend, as PyTorch) or float (added to the scores), broadcast to (..., L, S).
     is_causal: keep only j <= i (top-left aligned). scale defaults to 1/sqrt(E).
     Unlike PyTorch (NaN), a fully masked row outputs zeros and passes no gradient.
     dropout_p applies dropout to the attention weights (whenever > 0, as PyTorch's functional form).
+    use_flash: the tiled O(L) path (ops/nn/flash_attention.py); None: when L * S >= FLASH_MIN_SCORES.
     """
     p = _act.check_dropout_p("scaled_dot_product_attention", dropout_p)
+    if p == 0 and (use_flash or use_flash is None and query.shape[-2] * key.shape[-2] >= FLASH_MIN_SCORES):
+        return _flash.flash_attention(query, key, value, attn_mask, is_causal, scale)
     return _attn.ScaledDotProductAttention.apply(query, key, value, attn_mask, p, bool(is_causal), scale,
                                                  generator)
