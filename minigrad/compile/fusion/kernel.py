@@ -57,8 +57,10 @@ class FusedKernel:
         free, slot_of, dtypes = {}, {}, []
         lines = [f"def {self.name}({''.join(f'x{i}, ' for i in range(len(self.input_dtypes)))}out, t):"]
         for k, s in enumerate(self.steps):
-            for kind, ref in s.operands:                 # operands dying here free their buffers first
-                if kind == "v" and last.get(ref) == k and ref in slot_of:
+            dying = list(dict.fromkeys(ref for kind, ref in s.operands        # (x * x: free x once)
+                                       if kind == "v" and last.get(ref) == k and ref in slot_of))
+            if s.rule.lines is None:   # one ufunc reads its operands before writing: reuse a dying buffer
+                for ref in dying:
                     free.setdefault(np.dtype(self.steps[ref].dtype), []).append(slot_of[ref])
             if k == len(self.steps) - 1:
                 dest = "out"
@@ -72,7 +74,11 @@ class FusedKernel:
                 dest = f"t[{slot}]"
             ops = [self._np_operand(o, slot_of) for o in s.operands]
             fast = s.rule.ufunc(ops, s.attrs) if s.rule.ufunc else None
-            if fast is not None:
+            if s.rule.lines is not None:   # several in-place steps: dest must not alias an operand
+                lines += [f"    {line}      # {s.op_name}" for line in s.rule.lines(ops, s.attrs, dest)]
+                for ref in dying:
+                    free.setdefault(np.dtype(self.steps[ref].dtype), []).append(slot_of[ref])
+            elif fast is not None:
                 lines.append(f"    np.{fast[0]}({', '.join(fast[1])}, out={dest})      # {s.op_name}")
             else:
                 lines.append(f"    np.copyto({dest}, {s.rule.expr(ops, s.attrs)})      # {s.op_name}")

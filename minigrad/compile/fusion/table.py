@@ -29,6 +29,7 @@ class Rule:
     grads: Callable                 # (ops, out, g, attrs) -> [expression or None per operand]
     ufunc: Optional[Callable] = None   # (ops, attrs) -> (numpy ufunc name, operands): the out= fast path
     attrs_ok: Callable = lambda attrs: True
+    lines: Optional[Callable] = None   # (ops, attrs, dest) -> ufunc calls using only ``dest`` as scratch
 
 
 def _bin(name, symbol, grads):
@@ -77,6 +78,20 @@ def _gelu_expr(o, attrs):
     return f"(0.5 * {x} * (1.0 + tanh({_K!r} * ({x} + {_C!r} * {x} * {x} * {x}))))"
 
 
+def _gelu_lines(o, attrs, dest):   # as the eager GELU: one buffer, every step in place
+    x = o[0]
+    return [f"np.multiply({x}, {x}, out={dest})", f"np.multiply({dest}, {_C!r}, out={dest})",
+            f"np.add({dest}, 1.0, out={dest})", f"np.multiply({dest}, {x}, out={dest})",
+            f"np.multiply({dest}, {_K!r}, out={dest})", f"np.tanh({dest}, out={dest})",
+            f"np.add({dest}, 1.0, out={dest})", f"np.multiply({dest}, 0.5, out={dest})",
+            f"np.multiply({dest}, {x}, out={dest})"]
+
+
+def _clamp_lines(o, attrs, dest):
+    lo, hi = attrs
+    return [f"np.clip({o[0]}, {None if lo is None else _lit(lo)}, {None if hi is None else _lit(hi)}, out={dest})"]
+
+
 def _gelu_grads(o, out, g, attrs):
     x = o[0]
     t = f"tanh({_K!r} * ({x} + {_C!r} * {x} * {x} * {x}))"
@@ -107,7 +122,7 @@ RULES = {
     E.Where: Rule(3, lambda o, _: f"where({o[0]}, {o[1]}, {o[2]})",
                   lambda o, out, g, _: [None, f"where({o[0]}, {g}, 0.0)", f"where({o[0]}, 0.0, {g})"]),
     E.Clamp: Rule(1, _clamp_expr, _clamp_grads,
-                  attrs_ok=lambda attrs: all(a is None or _is_number(a) for a in attrs)),
+                  attrs_ok=lambda attrs: all(a is None or _is_number(a) for a in attrs), lines=_clamp_lines),
     A.ReLU: Rule(1, lambda o, _: f"maximum({o[0]}, 0.0)", lambda o, out, g, _: [f"({g} * ({out} > 0))"],
                  lambda o, _: ("maximum", (o[0], "0.0"))),
     A.LeakyReLU: Rule(1, lambda o, at: f"where({o[0]} > 0, {o[0]}, {o[0]} * {_lit(at[0])})",
@@ -117,7 +132,7 @@ RULES = {
     A.Tanh: _un("tanh", "tanh", lambda o, out, g, _: [f"({g} * (1.0 - {out} * {out}))"]),
     A.SiLU: Rule(1, lambda o, _: f"({o[0]} * sigmoid({o[0]}))",
                  lambda o, out, g, _: [f"({g} * (sigmoid({o[0]}) * (1.0 + {o[0]} * (1.0 - sigmoid({o[0]})))))"]),
-    A.GELU: Rule(1, _gelu_expr, _gelu_grads, attrs_ok=lambda attrs: attrs[0] == "tanh"),
+    A.GELU: Rule(1, _gelu_expr, _gelu_grads, attrs_ok=lambda attrs: attrs[0] == "tanh", lines=_gelu_lines),
 }
 
 
