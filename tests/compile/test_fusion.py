@@ -141,3 +141,20 @@ def test_fused_under_no_grad_and_on_the_device(device, dtype):
         out = c(x)
     assert out.device == x.device and out.dtype == dtype
     np.testing.assert_allclose(out.cpu().numpy(), ((x * 0.5).sigmoid() - 1.0).cpu().numpy(), rtol=1e-6)
+
+
+def test_options_passed_by_keyword_fuse_like_positional_ones():
+    from minigrad.ops import elementwise as E
+    from minigrad.ops.nn import activation as A
+
+    def f(x):   # the ops-layout convention: non-tensor options by keyword
+        return E.Clamp.apply(A.GELU.apply(x * 2.0, approximate="tanh"), lo=-0.5, hi=0.9) + 1.0
+    x = mg.randn(4, 5)
+    c = mg.compile(f)
+    with mg.no_grad():
+        c(x)
+        out = c(x)
+        want = f(x)
+    kernel, = fused_kernels(c.graphs()[0])
+    assert [s.op_name for s in kernel.steps] == ["mul", "gelu", "clamp", "add"]
+    np.testing.assert_allclose(out.numpy(), want.numpy(), rtol=1e-6, atol=1e-6)

@@ -11,6 +11,8 @@ arguments (a clamp's bounds, a leaky ReLU's slope), which must be Python numbers
 ``grads(ops, out, g, attrs)`` gives one expression per operand: the gradient flowing there when ``g`` flows
 into the op's output ``out`` (None where no gradient flows).
 """
+import functools
+import inspect
 import math
 from dataclasses import dataclass
 from typing import Callable, Optional
@@ -146,16 +148,29 @@ def _lit(x):
 
 
 def operands_and_attrs(node):
-    """Split a node's positional args into (operands, attrs) by its rule; None if the node can't fuse."""
+    """Split a node's arguments into (operands, attrs) by its rule; None if the node can't fuse.
+
+    Arguments are bound to the op's ``forward`` signature, so an option passed by position or by keyword
+    (``gelu(x, 'tanh')`` or ``gelu(x, approximate='tanh')``) reads the same."""
     rule = RULES.get(node.target) if node.kind == "call_op" else None
-    if rule is None or node.kwargs or len(node.args) < rule.n_operands:
+    if rule is None:
         return None
-    ops, attrs = node.args[:rule.n_operands], node.args[rule.n_operands:]
-    if any(not (_is_number(o) or hasattr(o, "kind")) for o in ops) or not rule.attrs_ok(attrs):
+    try:
+        bound = _signature(node.target).bind(None, *node.args, **node.kwargs)
+    except TypeError:
         return None
-    if node.target is E.Clamp:   # clamp(a, lo, hi): the bounds are attributes when they are numbers
-        ops, attrs = node.args[:1], node.args[1:3]
+    bound.apply_defaults()
+    values = list(bound.arguments.values())[1:]   # without ctx
+    ops, attrs = values[:rule.n_operands], tuple(values[rule.n_operands:])
+    if len(ops) < rule.n_operands or any(not (_is_number(o) or hasattr(o, "kind")) for o in ops) \
+            or not rule.attrs_ok(attrs):
+        return None
     return ops, attrs
+
+
+@functools.lru_cache(maxsize=None)
+def _signature(op):
+    return inspect.signature(op.forward)
 
 
 def _stable_sigmoid(xp):
