@@ -1,4 +1,4 @@
-"""Elementwise fusion (issue 15): a GELU(tanh) + layer-norm-like chain of 14 elementwise ops on 4M floats.
+"""Elementwise fusion (issue 15): a GELU(tanh) + layer-norm-like chain of 13 elementwise ops on 4M floats.
 
     .venv/bin/python benchmarks/fusion.py [--n 4194304] [--threads 2] [--repeat 7]
     PYTHONPATH=. /work/main/.venv-bench/bin/python benchmarks/fusion.py      # adds PyTorch eager / torch.compile

@@ -43,5 +43,6 @@ timeout 200 $PY benchmarks/gpu_bench.py 2>&1 | tee -a "$LOG"
 echo "== pool malloc+free" | tee -a "$LOG"
 timeout 60 $PY benchmarks/pool_malloc.py 2>&1 | tee -a "$LOG"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+echo "== compile: fused CuPy kernels, flash attention, attention memory vs L" | tee -a "$LOG"; timeout 240 $PY benchmarks/gpu_compile_check.py 2>&1 | tee -a "$LOG"; [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 echo "== gpu-check exit status $status" | tee -a "$LOG"
 exit $status

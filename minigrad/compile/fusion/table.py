@@ -2,7 +2,7 @@
 
 Expressions are written in a small language that is at once Python over NumPy/CuPy arrays and C++ for a
 CuPy ``ElementwiseKernel``: ``+ - * /``, comparisons, parentheses, float literals and the functions of
-``NAMESPACE`` / ``C_PREAMBLE`` (``exp log sqrt fabs sin cos tanh pow sign where maximum minimum sigmoid``).
+``NAMESPACE`` / ``C_PREAMBLE`` (``exp log sqrt fabs sin cos tanh mg_pow sign where maximum minimum sigmoid``).
 One table therefore drives three code generators: the blocked NumPy forward, the NumPy backward, and the
 CuPy kernels.
 
@@ -43,7 +43,7 @@ def _un(name, fn, grads):
 
 
 def _pow_expr(o, _):
-    return f"({o[0]} * {o[0]})" if o[1] == "2.0" else f"pow({o[0]}, {o[1]})"
+    return f"({o[0]} * {o[0]})" if o[1] == "2.0" else f"mg_pow({o[0]}, {o[1]})"
 
 
 def _pow_ufunc(o, _):
@@ -52,7 +52,7 @@ def _pow_ufunc(o, _):
 
 def _pow_grads(o, out, g, _):
     a, b = o
-    ga = f"({g} * 2.0 * {a})" if b == "2.0" else f"({g} * {b} * pow({a}, {b} - 1.0))"
+    ga = f"({g} * 2.0 * {a})" if b == "2.0" else f"({g} * {b} * mg_pow({a}, {b} - 1.0))"
     gb = f"where({a} > 0, {g} * {out} * log(where({a} > 0, {a}, 1.0)), 0.0)"   # 0 where a <= 0, as eager
     return [ga, gb]
 
@@ -183,16 +183,18 @@ def _stable_sigmoid(xp):
 def namespace(xp):
     """The expression language's functions over the array module ``xp`` (numpy or cupy)."""
     return {"exp": xp.exp, "log": xp.log, "sqrt": xp.sqrt, "fabs": xp.abs, "sin": xp.sin, "cos": xp.cos,
-            "tanh": xp.tanh, "pow": xp.power, "sign": xp.sign, "where": xp.where, "maximum": xp.maximum,
+            "tanh": xp.tanh, "mg_pow": xp.power, "sign": xp.sign, "where": xp.where, "maximum": xp.maximum,
             "minimum": xp.minimum, "sigmoid": _stable_sigmoid(xp)}
 
 
 # the same functions for C++ (CuPy's nvcc, or g++ in the CPU test harness); macros, so mixed float/double
-# operands need no overloads. maximum/minimum propagate NaN as NumPy does.
+# operands need no overloads (CUDA's pow(float, double) would be ambiguous: mg_pow casts). maximum/minimum
+# propagate NaN as NumPy does.
 C_PREAMBLE = r"""
 #define where(c, a, b) ((c) ? (a) : (b))
 #define maximum(a, b) ((((a) != (a)) || ((a) > (b))) ? (a) : (b))
 #define minimum(a, b) ((((a) != (a)) || ((a) < (b))) ? (a) : (b))
 #define sign(x) ((double)(((x) > 0) - ((x) < 0)))
 #define sigmoid(x) (1.0 / (1.0 + exp(-(x))))
+#define mg_pow(a, b) pow((double)(a), (double)(b))
 """
