@@ -4,7 +4,7 @@
 
 * ``numpy_source``: the forward body run per block by ``blocked.run_forward``, one NumPy ufunc call with
   ``out=`` per op into reused block buffers (linear-scan buffer allocation: a buffer is reused as soon as
-  the value in it is dead), the last op writing straight into the output;
+  the value in it is dead; the output's own block is the first buffer), the last op writing the output;
 * ``backward_source``: per block, recompute the chain's values, then sweep it in reverse (the chain rule,
   from the table's gradient expressions) into the gradient of every input that needs one;
 * ``cupy_source``: the same two as ``cupy.ElementwiseKernel`` bodies (C++), used on a CUDA device.
@@ -55,6 +55,8 @@ class FusedKernel:
                 if kind == "v":
                     last[ref] = k
         free, slot_of, dtypes = {}, {}, []
+        if self.steps[-1].rule.lines is None:   # the output block is scratch space until the last op writes it
+            free[np.dtype(self.steps[-1].dtype)] = ["out"]
         lines = [f"def {self.name}({''.join(f'x{i}, ' for i in range(len(self.input_dtypes)))}out, t):"]
         for k, s in enumerate(self.steps):
             dying = list(dict.fromkeys(ref for kind, ref in s.operands        # (x * x: free x once)
@@ -71,7 +73,7 @@ class FusedKernel:
                     slot = len(dtypes)
                     dtypes.append(np.dtype(s.dtype))
                 slot_of[k] = slot
-                dest = f"t[{slot}]"
+                dest = "out" if slot == "out" else f"t[{slot}]"
             ops = [self._np_operand(o, slot_of) for o in s.operands]
             fast = s.rule.ufunc(ops, s.attrs) if s.rule.ufunc else None
             if s.rule.lines is not None:   # several in-place steps: dest must not alias an operand
@@ -87,7 +89,9 @@ class FusedKernel:
     @staticmethod
     def _np_operand(operand, slot_of):
         kind, ref = operand
-        return f"x{ref}" if kind == "in" else ref if kind == "lit" else f"t[{slot_of[ref]}]"
+        if kind != "v":
+            return f"x{ref}" if kind == "in" else ref
+        return "out" if slot_of[ref] == "out" else f"t[{slot_of[ref]}]"
 
     def forward_numpy(self, inputs, out):
         if self._forward is None:
