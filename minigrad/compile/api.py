@@ -1,7 +1,8 @@
 """``mg.compile``: trace on the first call, replay the graph on later calls whose guards pass.
 
-Guards are what the graph assumed: each input tensor's shape, dtype, device and requires_grad, the values
-of non-tensor arguments, grad mode, the registered input casts (autocast) and, for a module, every
+Guards are what the graph assumed: each input tensor's shape, dtype, device and requires_grad, which inputs
+are the same tensor, the values of non-tensor arguments (a Python number that changes every call retraces
+every call, until the cache limit), grad mode, the registered input casts (autocast) and, for a module, every
 submodule's ``training`` flag. A call is looked up by its guard key; a miss traces again (a new graph per
 guard set) until ``cache_size_limit`` graphs exist, then the function runs eagerly with a warning.
 
@@ -65,7 +66,9 @@ class CompiledFunction:
         functools.update_wrapper(self, fn if module is None else module.forward, updated=())
 
     def guard_key(self, args, kwargs):
-        extra = (is_grad_enabled(), tuple(id(c) for c in extensions.input_casts.callbacks))
+        tensors = [id(a) for a in flatten((args, kwargs)) if isinstance(a, Tensor)]
+        aliases = tuple(tensors.index(t) for t in tensors)   # f(x, x) and f(x, y) are different graphs
+        extra = (aliases, is_grad_enabled(), tuple(id(c) for c in extensions.input_casts.callbacks))
         if self.module is not None:
             extra += (tuple(m.training for m in self.module.modules()),)
         return _guard((args, kwargs)) + extra
@@ -120,8 +123,10 @@ class CompiledFunction:
     # --- inspection ----------------------------------------------------------------------------------
     def graphs(self):
         """The graphs of every cached trace (the fused ones where replayable)."""
-        return [e.graph if e.graph is not None else g for e in self.cache.values()
-                for g in ([e.graph] if e.graph is not None else e.graphs)]
+        out = []
+        for e in self.cache.values():
+            out += [e.graph] if e.graph is not None else e.graphs
+        return out
 
     def __getattr__(self, name):  # a compiled module still answers .parameters(), .train(), ...
         module = self.__dict__.get("module")

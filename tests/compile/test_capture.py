@@ -93,6 +93,14 @@ def test_guards_retrace_on_new_shapes_dtypes_grad_mode_and_training():
     np.testing.assert_array_equal(y1.detach().numpy(), y2.detach().numpy())   # eval: no dropout
 
 
+def test_the_same_tensor_passed_twice_is_a_guard_of_its_own():
+    f = mg.compile(lambda a, b: a * 2 + b)
+    x, y = mg.ones(3), mg.full((3,), 5.0)
+    np.testing.assert_array_equal(f(x, x).numpy(), [3, 3, 3])
+    np.testing.assert_array_equal(f(x, y).numpy(), [7, 7, 7])   # not the graph traced for f(x, x)
+    assert f.stats["traces"] == 2
+
+
 def test_cache_size_limit_falls_back_to_eager_with_a_warning():
     f = mg.compile(lambda x: x + 1, cache_size_limit=2)
     f(mg.randn(1)), f(mg.randn(2))
