@@ -25,7 +25,8 @@ import numpy as np  # shape arithmetic only
 from ...autograd.function import Function
 from ...errors import ArgumentError, DTypeError, ShapeError
 
-BLOCK = 256   # rows of q (and of k) per tile: a (.., 256, 256) score tile, whatever L and S are
+BLOCK = 512   # rows of q (and of k) per tile: a (.., 512, 512) score tile whatever L and S are (fewer, larger
+#               BLAS calls: on CPU, per-call overhead and thread wake-ups dominate small tiles)
 
 
 def _tiles(n, block):
@@ -70,10 +71,13 @@ class FlashAttention(Function):
                 s = _scores(xp, qi, k[..., j[0]:j[1], :], scale, i, j, is_causal, mask)
                 m_new = xp.maximum(m, s.max(axis=-1, keepdims=True))
                 shift = xp.where(xp.isfinite(m_new), m_new, 0)   # rows masked so far: exp(-inf) = 0
-                p = xp.exp(s - shift)
+                s -= shift                                       # s is this tile's own array: in place
+                p = xp.exp(s, out=s)
                 alpha = xp.exp(m - shift)                        # rescale what was summed before
-                l = l * alpha + p.sum(axis=-1, keepdims=True)
-                acc = acc * alpha + p @ v[..., j[0]:j[1], :]
+                l *= alpha
+                l += p.sum(axis=-1, keepdims=True)
+                acc *= alpha
+                acc += p @ v[..., j[0]:j[1], :]
                 m = m_new
             out[..., i[0]:i[1], :] = acc / xp.where(l > 0, l, 1)            # fully masked row: 0
             with np.errstate(divide="ignore"):
@@ -102,9 +106,12 @@ class FlashAttention(Function):
                     break
                 kj, vj = k[..., j[0]:j[1], :], v[..., j[0]:j[1], :]
                 s = _scores(xp, qi, kj, scale, i, j, ctx.causal, mask)
-                p = xp.exp(s - lse[..., i[0]:i[1], :])        # recomputed exactly from the saved lse
+                s -= lse[..., i[0]:i[1], :]
+                p = xp.exp(s, out=s)                           # recomputed exactly from the saved lse
                 dv[..., j[0]:j[1], :] += p.swapaxes(-1, -2) @ gi
-                ds = p * (gi @ vj.swapaxes(-1, -2) - D[..., i[0]:i[1], :])
+                ds = gi @ vj.swapaxes(-1, -2)
+                ds -= D[..., i[0]:i[1], :]
+                ds *= p
                 if need_mask:
                     dmask[..., i[0]:i[1], j[0]:j[1]] = ds
                 dq[..., i[0]:i[1], :] += (ds @ kj) * scale
