@@ -17,7 +17,6 @@ import minigrad as mg
 import minigrad.memory as mem
 import minigrad.nn.functional as F
 from minigrad.compile import fused_kernels
-from minigrad.ops.nn.flash_attention import flash_attention
 
 CHAINS = {
     "gelu+norm": lambda x, b: (0.5 * x * (1.0 + (0.7978845608 * (x + 0.044715 * x ** 3.0)).tanh()) - b) * 1.5,

@@ -9,7 +9,6 @@ tracer runs through it, as Dynamo inlines Python functions, and records only the
 import gc
 import linecache
 import os
-import sys
 import types
 
 import minigrad
@@ -51,11 +50,6 @@ def source_line(frame):
     """The text of the line ``where`` names (stripped), or ''."""
     f = user_frame(frame)
     return "" if f is None else linecache.getline(f.f_code.co_filename, f.f_lineno).strip()
-
-
-def here(depth=1):
-    """``where`` for the caller's caller (used by errors raised from this package)."""
-    return where(sys._getframe(depth + 1))
 
 
 _functions = {}  # (code, closure values) -> function object
