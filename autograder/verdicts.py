@@ -129,6 +129,19 @@ def check_gradient(op: str, input_name: str, analytic, numeric: np.ndarray, *, a
         f"tolerance (atol={atol:g}, rtol={rtol:g})")
 
 
+def check_gradients(what: str, names: Sequence[str], obs: dict, numeric: Sequence[np.ndarray], *,
+                    missing: str = "{what}: no gradient reached `{name}`") -> Verdict:
+    """``check_gradient`` for each input ``name`` (observed as ``obs['d' + name]``) against its numeric
+    gradient; a missing one fails with ``missing`` (formatted with ``what`` and ``name``)."""
+    v = Verdict.ok()
+    for name, num in zip(names, numeric):
+        got = obs.get("d" + name)
+        if got is None:
+            return Verdict.fail(missing.format(what=what, name=name))
+        v = v & check_gradient(f"{what}: backward", name, got, num)
+    return v
+
+
 # ---- memory traces -------------------------------------------------------------------------------------
 RESERVE, RELEASE, ALLOC, FREE = 1, 2, 3, 4
 KIND_NAMES = {RESERVE: "reserve", RELEASE: "release", ALLOC: "alloc", FREE: "free"}

@@ -120,7 +120,14 @@ class EventList(list):
         """PyTorch's profiler table. ``sort_by``: an attribute such as ``"self_cpu_time_total"``,
         ``"cpu_time_total"``, ``"cuda_time_total"``, ``"self_cpu_memory_usage"`` or ``"count"``."""
         from .table import build_table
-        return build_table(self, sort_by=sort_by, row_limit=row_limit,
+        rows = []      # raw events are shown one per row, like PyTorch's ``prof.events().table()``
+        for ev in self:
+            if isinstance(ev, FunctionEvent):
+                avg = FunctionEventAvg(ev.name, ev.input_shapes)
+                avg.add(ev)
+                ev = avg
+            rows.append(ev)
+        return build_table(rows, sort_by=sort_by, row_limit=row_limit,
                            max_name_column_width=max_name_column_width, header=header)
 
     @property

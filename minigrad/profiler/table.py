@@ -3,9 +3,6 @@
 CUDA columns appear when some event ran on a GPU with device timing, memory columns when some event
 moved pool bytes, the input-shapes column when the averages were grouped by shape.
 """
-from .events import FunctionEvent
-
-
 def format_time(us):
     """Microseconds as PyTorch writes them: 12.300us, 1.234ms, 2.000s."""
     if us >= 1e6:
@@ -27,21 +24,8 @@ def _percent(part, whole):
     return f"{100.0 * part / whole:.2f}%" if whole else "0.00%"
 
 
-def _averages(events):
-    """Rows as averages: raw events are shown one per row, like PyTorch's ``prof.events().table()``."""
-    from .events import FunctionEventAvg
-    rows = []
-    for ev in events:
-        if isinstance(ev, FunctionEvent):
-            avg = FunctionEventAvg(ev.name, ev.input_shapes)
-            avg.add(ev)
-            ev = avg
-        rows.append(ev)
-    return rows
-
-
 def build_table(events, sort_by=None, row_limit=100, max_name_column_width=55, header=None):
-    rows = _averages(events)
+    rows = list(events)   # averages (events.EventList.table turns raw events into one-event averages)
     if sort_by is not None:
         if rows and not hasattr(rows[0], sort_by):
             raise ValueError(f"profiler table: cannot sort by {sort_by!r} (try self_cpu_time_total, "

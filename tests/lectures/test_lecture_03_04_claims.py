@@ -27,12 +27,12 @@ def test_lecture_03_views_cost_zero_bytes_and_share_the_version_counter():
             before = mem.memory_allocated()
             keep.append(op(x))
             assert mem.memory_allocated() == before, name
-            assert keep[-1]._vc is x._vc, name
+            assert keep[-1]._version_counter is x._version_counter, name
         for name, (op, nbytes) in COPIES.items():
             before = mem.memory_allocated()
             keep.append(op(x))
             assert mem.memory_allocated() - before == nbytes, name
-            assert keep[-1]._vc is not x._vc, name
+            assert keep[-1]._version_counter is not x._version_counter, name
 
 
 def test_lecture_03_inplace_on_a_saved_output_names_the_op():

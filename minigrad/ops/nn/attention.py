@@ -17,6 +17,7 @@ from ...errors import ArgumentError, DTypeError, ShapeError
 from ...random import host_rng
 from ._util import save, saved
 from .activation import check_dropout_p
+from .flash_attention import flash_attention
 
 
 class ScaledDotProductAttention(Function):
@@ -114,16 +115,23 @@ def _check_attention(q, k, v, attn_mask, is_causal):
                          f"{attn_mask.data.dtype}")
 
 
+FLASH_MIN_SCORES = 1024 * 1024   # from this many scores per head (L * S) on, attention is tiled
+
+
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
-                                 scale=None, generator=None):
+                                 scale=None, generator=None, use_flash=None):
     """softmax(q @ k^T * scale + mask) @ v with q (..., L, E), k (..., S, E), v (..., S, Ev).
 
     attn_mask: bool (True = attend, as PyTorch) or float (added to the scores), broadcast to (..., L, S).
     is_causal: keep only j <= i (top-left aligned). scale defaults to 1/sqrt(E).
     Unlike PyTorch (NaN), a fully masked row outputs zeros and passes no gradient.
     dropout_p applies dropout to the attention weights (whenever > 0, as PyTorch's functional form).
+    use_flash: the tiled O(L)-memory path (ops/nn/flash_attention.py); None picks it when
+    L * S >= FLASH_MIN_SCORES and there is no dropout (the tiled path has none).
     """
     p = check_dropout_p("scaled_dot_product_attention", dropout_p)
+    if p == 0 and (use_flash or use_flash is None and query.shape[-2] * key.shape[-2] >= FLASH_MIN_SCORES):
+        return flash_attention(query, key, value, attn_mask, is_causal, scale)
     _check_attention(query, key, value, attn_mask, bool(is_causal))
     return ScaledDotProductAttention.apply(query, key, value, attn_mask, dropout_p=p, is_causal=bool(is_causal),
                                            scale=scale, generator=generator)

@@ -69,12 +69,12 @@ class _Input:
         else:
             self.packed, self.unpack = t.data, None
         self.requires_grad, self.device = t.requires_grad, t.device
-        self.vc, self.version = t._vc, t._vc[0]
+        self.vc, self.version = t._version_counter, t._version_counter.value
 
     def rebuild(self):
         data = self.packed if self.unpack is None else self.unpack(self.packed)
         t = Tensor._make(data, self.device, self.requires_grad)
-        t._vc = self.vc
+        t._version_counter = self.vc
         return t
 
 
@@ -166,10 +166,10 @@ class Frame:
     def _rebuild(self, i, a):
         if not isinstance(a, _Input):
             return a
-        if a.vc[0] != a.version:
+        if a.vc.value != a.version:
             raise InplaceModificationError(
                 f"checkpoint: input {i} of {_name(self.fn)} was modified in place after the forward "
-                f"(version {a.vc[0]}, expected {a.version}); the recomputation would use the new values "
+                f"(version {a.vc.value}, expected {a.version}); the recomputation would use the new values "
                 f"and give a wrong gradient. Clone the input before modifying it.")
         return a.rebuild()
 
@@ -187,7 +187,7 @@ class Frame:
         if self.allow_mutation:
             return
         for data, _, _, vc, version, name in self.kept.values():
-            if vc[0] != version:
+            if vc.value != version:
                 raise InplaceModificationError(
                     f"checkpoint: the output of {name}, kept by the selective policy, was modified in place "
                     f"after the forward; pass allow_cache_entry_mutation=True to accept that")
@@ -205,7 +205,7 @@ class Frame:
                 if index in self.handles:
                     self.recomputed[index] = args[pos].data
             t = Tensor._make(kept[0], kept[2], kept[1])   # replayed, not run (a wrapper may skip run)
-            t._vc = kept[3]
+            t._version_counter = kept[3]
             return t
         if self.preserve_rng:
             for a in (*args, *kwargs.values()):
@@ -219,7 +219,7 @@ class Frame:
             out = run()
         finally:
             self.keeping = outer
-        self.kept[n] = (out.data, out.requires_grad, out.device, out._vc, out._vc[0], op.name)
+        self.kept[n] = (out.data, out.requires_grad, out.device, out._version_counter, out._version_counter.value, op.name)
         return out
 
 

@@ -1,0 +1,154 @@
+"""``mg.compile``: trace on the first call, replay the graph on later calls whose guards pass.
+
+Guards are what the graph assumed: each input tensor's shape, dtype, device and requires_grad, which inputs
+are the same tensor, the values of non-tensor arguments (a Python number that changes every call retraces
+every call, until the cache limit), grad mode, the registered input casts (autocast) and, for a module, every
+submodule's ``training`` flag. A call is looked up by its guard key; a miss traces again (a new graph per
+guard set) until ``cache_size_limit`` graphs exist, then the function runs eagerly with a warning.
+
+What replay means:
+
+* A function traced **without graph breaks** is replayed from its graph: the generated straight-line
+  code runs the recorded ops (``op.apply``, so autograd records the backward graph exactly as in eager
+  mode) and the fused kernels; the Python function itself does not run again. This is tracing's contract
+  (``torch.jit.trace``, ``fx``): Python side effects and Python values not derived from the inputs are
+  frozen at trace time — pitfalls the lecture shows.
+* A function **with graph breaks** (``.item()``, ``bool(t)`` in an ``if``, ``print(t)``...) needs Python to
+  decide what happens after each break. minigrad does not rewrite bytecode as Dynamo does, so it runs
+  such a function eagerly on later calls: correct, the graphs and their breaks are reported by
+  ``explain``, and the lesson holds as in PyTorch: a graph break costs you the compiled speed.
+  ``fullgraph=True`` makes any break an error naming its line.
+"""
+import functools
+import inspect
+import warnings
+
+from ..autograd import extensions
+from ..autograd.grad_mode import is_grad_enabled
+from ..tensor import Tensor
+from .fusion import fuse
+from .ir import flatten
+from .tracer import Tracer
+
+
+def _guard(x):
+    if isinstance(x, Tensor):
+        return ("T", x.data.shape, x.data.dtype.str, str(x.device), x.requires_grad)
+    if isinstance(x, (tuple, list)):
+        return (type(x).__name__,) + tuple(_guard(v) for v in x)
+    if isinstance(x, dict):
+        return ("dict",) + tuple((k, _guard(v)) for k, v in x.items())
+    try:
+        hash(x)
+        return ("C", type(x).__name__, x)
+    except TypeError:
+        return ("O", id(x))
+
+
+class _Entry:
+    """One cached trace: a replayable graph, or (with graph breaks) eager execution."""
+
+    def __init__(self, tracer, graph):
+        self.graphs = tracer.graphs()
+        self.breaks = list(tracer.breaks)
+        self.graph = graph     # None when the function has graph breaks
+
+
+class CompiledFunction:
+    """What ``mg.compile(fn)`` returns. ``.stats`` counts traces, replays and eager calls."""
+
+    def __init__(self, fn, *, fullgraph=False, fuse=True, cache_size_limit=8, block_size=None, module=None):
+        self.fn, self.fullgraph, self.fuse = fn, fullgraph, fuse
+        self.cache_size_limit, self.block_size, self.module = cache_size_limit, block_size, module
+        self.cache = {}
+        self.stats = {"traces": 0, "replays": 0, "eager": 0}
+        self._warned = False
+        functools.update_wrapper(self, fn if module is None else module.forward, updated=())
+
+    def guard_key(self, args, kwargs):
+        tensors = [id(a) for a in flatten((args, kwargs)) if isinstance(a, Tensor)]
+        aliases = tuple(tensors.index(t) for t in tensors)   # f(x, x) and f(x, y) are different graphs
+        extra = (aliases, is_grad_enabled(), tuple(id(c) for c in extensions.input_casts.callbacks))
+        if self.module is not None:
+            extra += (tuple(m.training for m in self.module.modules()),)
+        return _guard((args, kwargs)) + extra
+
+    def __call__(self, *args, **kwargs):
+        key = self.guard_key(args, kwargs)
+        entry = self.cache.get(key)
+        if entry is None:
+            if len(self.cache) >= self.cache_size_limit:
+                if not self._warned:
+                    warnings.warn(f"mg.compile: {self.__name__} was traced {len(self.cache)} times (cache_size_limit"
+                                  f"={self.cache_size_limit}); running it eagerly for new guard sets. Inputs whose "
+                                  f"shapes keep changing are the usual cause.", RuntimeWarning, stacklevel=2)
+                    self._warned = True
+                self.stats["eager"] += 1
+                return self.fn(*args, **kwargs)
+            result, self.cache[key] = self._trace(args, kwargs)
+            return result
+        if entry.graph is None:
+            self.stats["eager"] += 1
+            return self.fn(*args, **kwargs)
+        self.stats["replays"] += 1
+        return entry.graph([a for a in flatten((args, kwargs)) if isinstance(a, Tensor)])
+
+    def _trace(self, args, kwargs):
+        self.stats["traces"] += 1
+        tracer = Tracer(self._names(args, kwargs), fullgraph=self.fullgraph)
+        result = tracer.run(self.fn, args, kwargs)
+        graph = None
+        if not tracer.breaks:
+            graph = tracer.full_graph()
+            if self.fuse:
+                graph = fuse(graph, self.block_size)
+            graph.compile()
+        return result, _Entry(tracer, graph)
+
+    def _names(self, args, kwargs):
+        """id(tensor) -> a readable name: parameters by their module path, inputs by parameter name."""
+        names = {}
+        if self.module is not None:
+            for n, t in list(self.module.named_parameters()) + list(self.module.named_buffers()):
+                names[id(t)] = n.replace(".", "_")
+        try:
+            bound = inspect.signature(self.fn if self.module is None else self.module.forward).bind(*args, **kwargs)
+            for n, v in bound.arguments.items():
+                if isinstance(v, Tensor):
+                    names.setdefault(id(v), n)
+        except (TypeError, ValueError):
+            pass
+        return names
+
+    # --- inspection ----------------------------------------------------------------------------------
+    def graphs(self):
+        """The graphs of every cached trace (the fused ones where replayable)."""
+        out = []
+        for e in self.cache.values():
+            out += [e.graph] if e.graph is not None else e.graphs
+        return out
+
+    def __getattr__(self, name):  # a compiled module still answers .parameters(), .train(), ...
+        module = self.__dict__.get("module")
+        if module is None:
+            raise AttributeError(name)
+        return getattr(module, name)
+
+    def __repr__(self):
+        return f"<compiled {getattr(self, '__name__', 'fn')}: {len(self.cache)} graph(s), {self.stats}>"
+
+
+def compile(fn=None, *, fullgraph=False, fuse=True, cache_size_limit=8, block_size=None):
+    """Compile a function or an ``nn.Module``; usable as ``@mg.compile`` or ``@mg.compile(fullgraph=True)``.
+
+    Like ``torch.compile`` (same name, same place: it shadows the builtin only inside minigrad's
+    namespace). ``fuse`` runs the elementwise-fusion pass; ``block_size`` is the fused kernels' block (in
+    elements). Returns a ``CompiledFunction`` (for a module, one that forwards attribute access to it).
+    """
+    if fn is None:
+        return functools.partial(compile, fullgraph=fullgraph, fuse=fuse, cache_size_limit=cache_size_limit,
+                                 block_size=block_size)
+    opts = dict(fullgraph=fullgraph, fuse=fuse, cache_size_limit=cache_size_limit, block_size=block_size)
+    if hasattr(fn, "named_parameters") and hasattr(fn, "forward"):
+        return CompiledFunction(fn.__call__, module=fn, **opts)
+    return CompiledFunction(fn, **opts)

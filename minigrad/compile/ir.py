@@ -1,0 +1,257 @@
+"""The IR: a graph is a list of nodes in execution order, like ``torch.fx``.
+
+Node kinds:
+
+=================  =========================================================  ==========================
+kind               target                                                     replay
+=================  =========================================================  ==========================
+``placeholder``    index of the tensor among the compiled function's inputs   ``inputs[i]``
+``get_attr``       a tensor the code read but did not compute (a parameter,   the same tensor object, so
+                   a buffer, a constant)                                      updated weights are seen
+``call_op``        a ``Function`` class                                       ``op.apply(*args, **kw)``
+``call_function``  a Python function of the op library that made a tensor     ``fn(*args, **kw)``
+                   outside ``Function.apply`` (``x > 0``, ``mg.arange``)
+=================  =========================================================  ==========================
+
+``args``/``kwargs`` are nested tuples/lists/dicts whose leaves are Nodes (a value of the graph) or plain
+Python values. Each node keeps ``meta``: shape, dtype, device, requires_grad and the source line that made it.
+
+``Graph.compile()`` turns the graph into Python source, one line per node (``Graph.code``), and ``exec``s it:
+replaying is then a straight-line function with no per-node interpretation, and ``del`` statements free each
+value after its last use, so a replay holds no more memory than the eager run did.
+"""
+import collections
+import keyword
+import math
+import re
+
+import numpy as np
+
+_LITERALS = (bool, int, str, type(None))
+
+
+class Node:
+    __slots__ = ("kind", "target", "args", "kwargs", "name", "meta")
+
+    def __init__(self, kind, target, args=(), kwargs=None, name="v", meta=None):
+        self.kind, self.target, self.args = kind, target, tuple(args)
+        self.kwargs = dict(kwargs or {})
+        self.name = name
+        self.meta = dict(meta or {})
+
+    @property
+    def op_name(self):
+        """The op's name as it reads in messages (``mul``, ``linear``, ``gt``)."""
+        t = self.target
+        if self.kind == "call_op":
+            return t.name
+        if self.kind == "call_function":
+            return getattr(t, "__name__", type(t).__name__).strip("_") or "call"
+        return self.kind
+
+    def inputs(self):
+        """The nodes this node reads, in order (duplicates kept)."""
+        return [a for a in flatten((self.args, self.kwargs)) if isinstance(a, Node)]
+
+    def __repr__(self):
+        return f"%{self.name}"
+
+
+def flatten(tree):
+    """Leaves of nested tuples/lists/dicts, left to right."""
+    if isinstance(tree, (tuple, list)):
+        return [leaf for item in tree for leaf in flatten(item)]
+    if isinstance(tree, dict):
+        return [leaf for item in tree.values() for leaf in flatten(item)]
+    return [tree]
+
+
+def map_tree(fn, tree):
+    """``tree`` with every leaf replaced by ``fn(leaf)`` (tuples stay tuples, lists lists, dicts dicts)."""
+    if isinstance(tree, tuple) and not hasattr(tree, "_fields"):
+        return tuple(map_tree(fn, x) for x in tree)
+    if isinstance(tree, list):
+        return [map_tree(fn, x) for x in tree]
+    if isinstance(tree, dict):
+        return {k: map_tree(fn, v) for k, v in tree.items()}
+    return fn(tree)
+
+
+def short_dtype(dtype):
+    """'f32', 'i64', 'b8': the dtype in the ``print_readable`` style."""
+    dt = np.dtype(dtype)
+    return {"f": "f", "i": "i", "u": "u", "b": "b", "c": "c"}.get(dt.kind, dt.kind) + str(dt.itemsize * 8)
+
+
+def describe(meta):
+    """'f32[4, 8]' (plus the device when not cpu)."""
+    if "shape" not in meta:
+        return "?"
+    dev = meta.get("device")
+    tail = f" {dev}" if dev is not None and str(dev) != "cpu" else ""
+    return f"{short_dtype(meta['dtype'])}{list(meta['shape'])}{tail}"
+
+
+class Graph:
+    """Nodes in execution order plus an output tree whose leaves are Nodes or constants."""
+
+    def __init__(self, nodes=None, output=None, name="graph"):
+        self.nodes = list(nodes or [])
+        self.output = output
+        self.name = name
+        self._fn = None
+        self.code = None
+
+    # --- queries ---------------------------------------------------------------------------------
+    @property
+    def placeholders(self):
+        return [n for n in self.nodes if n.kind == "placeholder"]
+
+    def calls(self):
+        return [n for n in self.nodes if n.kind in ("call_op", "call_function")]
+
+    def users(self):
+        """Node -> the nodes that read it (and ``"output"`` when the graph returns it)."""
+        users = {n: [] for n in self.nodes}
+        for n in self.nodes:
+            for a in n.inputs():
+                if n not in users[a]:
+                    users[a].append(n)
+        for a in flatten(self.output):
+            if isinstance(a, Node):
+                users[a].append("output")
+        return users
+
+    def op_counts(self):
+        """Counter of op names over the call nodes (``{'linear': 2, 'gelu': 1}``)."""
+        return collections.Counter(n.op_name for n in self.calls())
+
+    def __len__(self):
+        return len(self.calls())
+
+    # --- printing --------------------------------------------------------------------------------
+    def print_readable(self, print_output=True):
+        """One line per node, in the style of ``torch.fx.GraphModule.print_readable``; returns the text."""
+        ins = ", ".join(f"{n.name}: {describe(n.meta)}" for n in self.placeholders)
+        lines = [f"{self.name}({ins}):"]
+        for n in self.nodes:
+            if n.kind == "placeholder":
+                continue
+            if n.kind == "get_attr":
+                what = "parameter" if n.meta.get("requires_grad") else "constant"
+                rhs = f"{what}"
+            else:
+                args = [_show(a) for a in n.args] + [f"{k}={_show(v)}" for k, v in n.kwargs.items()]
+                rhs = f"{n.op_name}({', '.join(args)})"
+            line = f"    {n.name}: {describe(n.meta)} = {rhs}"
+            where = n.meta.get("where")
+            if where:
+                line = f"{line:<72} # {where}"
+            lines.append(line)
+        lines.append(f"    return {_show(self.output)}")
+        text = "\n".join(lines)
+        if print_output:
+            print(text)
+        return text
+
+    def __str__(self):
+        return self.print_readable(print_output=False)
+
+    # ``Graph.draw(path=None, ax=None)`` is bound by draw.py (a picture needs graphviz or matplotlib)
+
+    # --- replay ----------------------------------------------------------------------------------
+    def compile(self):
+        """Generate and ``exec`` the straight-line replay function; returns it (``fn(inputs) -> output``)."""
+        if self._fn is None:
+            self.code, env = _codegen(self)
+            exec(compile(self.code, f"<minigrad graph {self.name}>", "exec"), env)
+            self._fn = env["forward"]
+        return self._fn
+
+    def __call__(self, inputs):
+        return (self._fn or self.compile())(inputs)
+
+
+def _show(a):
+    if isinstance(a, Node):
+        return a.name
+    if isinstance(a, tuple):
+        return "(" + ", ".join(_show(x) for x in a) + ("," if len(a) == 1 else "") + ")"
+    if isinstance(a, list):
+        return "[" + ", ".join(_show(x) for x in a) + "]"
+    if isinstance(a, dict):
+        return "{" + ", ".join(f"{k!r}: {_show(v)}" for k, v in a.items()) + "}"
+    if isinstance(a, np.ndarray):
+        return f"array{list(a.shape)}"
+    if getattr(a, "_minigrad_kernel", False):
+        return a.name
+    text = repr(a)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def unique_name(base, taken):
+    """A Python identifier from ``base`` not in ``taken`` (adds it there)."""
+    name = re.sub(r"\W", "_", base).strip("_").lower() or "v"
+    if name[0].isdigit() or keyword.iskeyword(name):
+        name = "v_" + name
+    candidate, i = name, 1
+    while candidate in taken:
+        candidate = f"{name}_{i}"
+        i += 1
+    taken.add(candidate)
+    return candidate
+
+
+def _codegen(graph):
+    """Python source of ``forward(inputs)`` for ``graph`` and the globals it needs."""
+    env, consts = {}, {}
+
+    def const(value):
+        key = id(value)
+        if key not in consts:
+            consts[key] = f"_k{len(consts)}"
+            env[consts[key]] = value
+        return consts[key]
+
+    def render(a):
+        if isinstance(a, Node):
+            return a.name
+        if isinstance(a, tuple) and not hasattr(a, "_fields"):
+            return "(" + "".join(render(x) + ", " for x in a) + ")"
+        if isinstance(a, list):
+            return "[" + ", ".join(render(x) for x in a) + "]"
+        if isinstance(a, dict) and all(isinstance(k, str) for k in a):
+            return "{" + ", ".join(f"{k!r}: {render(v)}" for k, v in a.items()) + "}"
+        if type(a) in _LITERALS or (type(a) is float and math.isfinite(a)):
+            return repr(a)
+        if a is Ellipsis:
+            return "..."
+        if type(a) is slice:
+            return f"slice({render(a.start)}, {render(a.stop)}, {render(a.step)})"
+        return const(a)
+
+    last_use = {}
+    for i, n in enumerate(graph.nodes):
+        for a in n.inputs():
+            last_use[a] = i
+    returned = {a for a in flatten(graph.output) if isinstance(a, Node)}
+    dying = collections.defaultdict(list)
+    for node, i in last_use.items():
+        if node not in returned:
+            dying[i].append(node.name)
+    lines = ["def forward(inputs):"]
+    for i, n in enumerate(graph.nodes):
+        if n.kind == "placeholder":
+            rhs = f"inputs[{n.target}]"
+        elif n.kind == "get_attr":
+            rhs = const(n.target)
+        else:
+            fn = const(n.target.apply if n.kind == "call_op" else n.target)
+            args = [render(a) for a in n.args] + [f"{k}={render(v)}" for k, v in n.kwargs.items()]
+            rhs = f"{fn}({', '.join(args)})"
+        where = n.meta.get("where")
+        lines.append(f"    {n.name} = {rhs}" + (f"  # {where}" if where else ""))
+        if dying.get(i):
+            lines.append(f"    del {', '.join(dying[i])}")
+    lines.append(f"    return {render(graph.output)}")
+    return "\n".join(lines) + "\n", env
