@@ -24,7 +24,7 @@ from typing import Callable
 import numpy as np
 
 from . import sandbox
-from .forbidden import COMPUTED, forbidden_uses
+from .forbidden import forbidden_message
 from .notebook import NotebookError, load_submission
 from .results import SubmissionResult, TestResult, worst
 from .spec import Assignment, Case, Part, Test, Verdict
@@ -110,15 +110,7 @@ def reference_cells(a: Assignment) -> dict[str, list[tuple[str, str]]] | None:
 
 def _forbidden_message(a: Assignment, part: Part, sub_cells: dict[str, str]) -> str:
     """Why the part scores 0 when a graded cell uses what the assignment asks students to write; "" if none."""
-    for cid in part.cells:
-        uses = forbidden_uses(sub_cells.get(cid, ""), a.forbidden, a.preamble)
-        if uses:
-            u = uses[0]
-            if u.rule == COMPUTED:
-                return (f"cell '{cid}' line {u.line} uses `{u.written}` with a name computed at run time: the "
-                        f"grader cannot tell what it reaches, so the part scores 0. Name what you use directly.")
-            return f"cell '{cid}' line {u.line} uses `{u.written}`, which this assignment asks you to write yourself"
-    return ""
+    return forbidden_message(a.forbidden, a.preamble, [(cid, sub_cells.get(cid, "")) for cid in part.cells])
 
 
 # ---- one part -------------------------------------------------------------------------------------------

@@ -211,6 +211,9 @@ def _load_hidden(a: Assignment):
     return mod
 
 
+_RULE = re.compile(r"^(\*\.)?[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")     # what autograder/forbidden.py reads
+
+
 def _check_observe(a: Assignment, t: Test) -> None:
     mod = sys.modules.get(a.module_name)
     fn = t.observe
@@ -280,6 +283,11 @@ def load_assignment(key: str, extra=None) -> Assignment:
     a.module_name = name
     a.spec_file = str(f)
     a.hidden_file = str(f.parent.parent / "hidden" / f"{f.stem}.py")
+    for rule in a.forbidden:
+        if not _RULE.match(rule):
+            raise ValueError(f"{a.name}: forbidden rule {rule!r} is not a dotted name ('minigrad.memory', "
+                             f"'F.conv2d', '*.softmax'): rules are matched on the cell's syntax tree, not as "
+                             f"regular expressions (autograder/forbidden.py)")
     ids = set()
     for p in a.parts:
         if p.id in ids:
