@@ -215,7 +215,7 @@ def grade_part(a: Assignment, part: Part, sub_cells: dict[str, str], opts: Grade
             jobs=[{"k": j.k, "observe": j.test.observe.__name__, "params": j.case.params,
                    "label": j.case.label} for j in remaining],
             inputs={k: v for k, v in inputs.items() if int(k.split("/")[0]) in {j.k for j in remaining}},
-            limits=limits, keep=opts.keep_sandbox)
+            limits=limits, keep=opts.keep_sandbox, spec_extra=[str(p) for p in a.spec_paths()[1:]])
         if not run.sandbox or not run.sandbox.get("ok"):
             why = (run.sandbox or {}).get("error") or f"the child did not start ({run.describe_exit()}): " \
                                                       f"{run.stderr_tail[-500:]}"

@@ -137,10 +137,22 @@ class Assignment:
     forbidden: list[str] = field(default_factory=list)   # dotted names a graded cell may not use: its
     #   part scores 0 (e.g. "minigrad.ops" when students rewrite minigrad's ops). Checked on the cell's syntax
     #   tree (autograder/forbidden.py): imports and attribute uses, not comments or the student's own names.
+    requirements: list[str] = field(default_factory=list)   # distributions grading needs besides numpy,
+    #   nbformat and tqdm that no import of the spec shows (a4: "scikit-learn", reached via minigrad.datasets);
+    #   the Gradescope bundle pins them with what the spec's own imports need (autograder/bundle.py)
     # filled by the loader
     module_name: str = ""
     spec_file: str = ""            # the spec module, or the folder of a spec package
     hidden_file: str = ""
+
+    def spec_paths(self) -> list[Path]:
+        """The spec (module or package) and its private sibling packages ``_aN_<topic>/`` (helpers of a
+        single-file spec): everything of this assignment that the sandbox and the bundle must copy."""
+        spec = Path(self.spec_file)
+        prefix = "_" + spec.stem.split("_", 1)[0] + "_"
+        private = [d for d in sorted(spec.parent.glob(prefix + "*"))
+                   if d.is_dir() and (d / "__init__.py").is_file()]
+        return [spec, *private]
 
     @property
     def max_score(self) -> float:

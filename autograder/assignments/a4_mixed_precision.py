@@ -366,6 +366,7 @@ ASSIGNMENT = Assignment(
     timeout=30,
     memory_mb=2048,
     forbidden=FORBIDDEN,
+    requirements=["scikit-learn"],      # part 5 trains on the digits, which minigrad.datasets takes from it
     parts=[
         Part("part1", "The dynamic loss scale", cells=["a4-scaler"], names=["LossScaler"],
              objective="scale the loss; grow after growth_interval clean steps, back off on inf/NaN", tests=[
