@@ -274,6 +274,9 @@ def test_budget_failure_comes_with_a_timeline_plot(a2, tmp_path):
     r = grade(a2, variant(tmp_path, "no_coalescing"), tmp_path)
     t = result_of(r, "part3/training trace budgets")
     assert "(timeline: part3_training_trace_budgets_MLP_64-512-512-10_trace.png)" in t.message
+    # the unused share is named for what it is; fragmentation is only minigrad.memory's, at peak reservation
+    assert re.search(r"unused \d+%: on average [\d.]+ MiB of reserved memory held no requested byte", t.message)
+    assert re.search(r"fragmentation at peak reservation \d+% \(1 - largest free block / free bytes", t.message)
     assert t.artifacts and all(Path(a).read_bytes()[:4] == b"\x89PNG" for a in t.artifacts)
 
 

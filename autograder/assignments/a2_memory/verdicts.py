@@ -172,7 +172,7 @@ def _budget_verdict(case, log, ref, ctx, title):
                      f"the budget; the reference: {V.mib(ref.unused)}, unused {ref.unused_share:.0%})"))
     w = Verdict(w.passed, f"{w.message}; fragmentation at peak reservation {log.fragmentation:.0%} (1 - largest "
                           f"free block / free bytes; the reference: {ref.fragmentation:.0%})")
-    both = v & w
+    both = Verdict(v.passed and w.passed, f"{v.message}; {w.message}", v.artifacts + w.artifacts)   # both said
     if not both.passed:
         both = Verdict(False, both.message + _reuse_hint(log), both.artifacts)
     return both
