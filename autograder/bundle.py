@@ -2,8 +2,8 @@
 
 ``python -m autograder gradescope-bundle a1`` writes ``dist/a1_autograd_gradescope.zip`` holding
 
-    setup.sh          makes /autograder/venv with requirements.txt (pinned numpy, nbformat, tqdm); Gradescope
-                      runs it once, building the image
+    setup.sh          makes /autograder/venv with requirements.txt (pinned numpy, nbformat, tqdm and what this
+                      assignment's grading needs: ``needs(a)``); Gradescope runs it once, building the image
     run_autograder    Gradescope runs it per submission: grades /autograder/submission with the hidden
                       cases and writes /autograder/results/results.json, with that environment's Python
     minigrad/         the library (imported from the source folder; no demos, no corpora)
@@ -85,9 +85,59 @@ def _add_tree(zf: zipfile.ZipFile, src: Path, arc: str, skip: tuple[str, ...] = 
         zf.write(p, f"{arc}/{rel}")
 
 
-def requirements() -> str:
-    from importlib.metadata import version
-    return "".join(f"{name}=={version(name)}\n" for name in REQUIREMENTS)
+def _imported_modules(a: Assignment) -> set[str]:
+    """Top-level modules the spec (and its private packages and hidden cases) import, anywhere in a file."""
+    import ast
+    files = [f for p in a.spec_paths() for f in ([p] if p.is_file() else sorted(p.rglob("*.py")))]
+    files += [Path(a.hidden_file)] if Path(a.hidden_file).is_file() else []
+    mods = set()
+    for f in files:
+        for node in ast.walk(ast.parse(f.read_text())):
+            if isinstance(node, ast.Import):
+                mods |= {n.name.split(".")[0] for n in node.names}
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                mods.add(node.module.split(".")[0])
+    return mods - set(sys.stdlib_module_names) - {"autograder", "minigrad"}
+
+
+def needs(a: Assignment | None = None) -> list[str]:
+    """The distributions grading `a` needs: numpy, nbformat, tqdm, those its spec declares
+    (``Assignment.requirements``: a4's scikit-learn, which minigrad.datasets imports), and the installed
+    distributions of the third-party modules its files import (optional ones, such as threadpoolctl
+    behind a try, only when installed here)."""
+    from importlib.metadata import packages_distributions
+    out = list(REQUIREMENTS)
+    if a is not None:
+        dists = packages_distributions()
+        found = [d for m in sorted(_imported_modules(a)) for d in dists.get(m, [])[:1]]
+        for name in [*a.requirements, *found]:
+            if name.lower() not in {o.lower() for o in out}:
+                out.append(name)
+    return out
+
+
+def requirements(a: Assignment | None = None) -> str:
+    """requirements.txt: every need pinned to the version installed where the bundle is built."""
+    from importlib.metadata import PackageNotFoundError, version
+    lines = []
+    for name in needs(a):
+        try:
+            lines.append(f"{name}=={version(name)}\n")
+        except PackageNotFoundError:
+            raise RuntimeError(f"{a.name if a else 'grading'} needs {name}, which is not installed here: "
+                               f"pip install {name}, test, then build the bundle") from None
+    return "".join(lines)
+
+
+def _import_names(dists: list[str]) -> list[str]:
+    """The module each distribution is imported as (scikit-learn -> sklearn)."""
+    from importlib.metadata import packages_distributions
+    by_dist = {}
+    for mod, ds in sorted(packages_distributions().items()):
+        for d in ds:
+            if not mod.startswith("_"):
+                by_dist.setdefault(d.lower(), mod)
+    return [by_dist.get(d.lower(), d.replace("-", "_")) for d in dists]
 
 
 #: minigrad's parts that grading never imports: the demos and the data they train on
@@ -109,10 +159,12 @@ def build_bundle(a: Assignment, out_dir: Path) -> Path:
     if a.solution and sol is None:
         raise FileNotFoundError(f"{a.name}: solution notebook {a.solution} not found")
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
-        _add_text(zf, "setup.sh", SETUP_SH, executable=True)
+        need = needs(a)
+        _add_text(zf, "setup.sh", SETUP_SH.replace("import numpy, nbformat, tqdm;",
+                                                   f"import {', '.join(_import_names(need))};"), executable=True)
         _add_text(zf, "run_autograder", RUN_AUTOGRADER.format(assignment=a.name, root="/autograder"),
                   executable=True)
-        _add_text(zf, "requirements.txt", requirements())
+        _add_text(zf, "requirements.txt", requirements(a))
         mg = minigrad_dir()
         if mg is None:
             raise FileNotFoundError("minigrad is not importable; cannot bundle it")
@@ -121,11 +173,11 @@ def build_bundle(a: Assignment, out_dir: Path) -> Path:
             if p.exists():
                 zf.write(p, f"autograder/{p.name}")
         _add_text(zf, "autograder/assignments/__init__.py", "")
-        spec = Path(a.spec_file)
-        if spec.is_dir():
-            _add_tree(zf, spec, f"autograder/assignments/{spec.name}")
-        else:
-            zf.write(spec, f"autograder/assignments/{spec.name}")
+        for spec in a.spec_paths():                 # the spec and its private _aN_* packages
+            if spec.is_dir():
+                _add_tree(zf, spec, f"autograder/assignments/{spec.name}")
+            else:
+                zf.write(spec, f"autograder/assignments/{spec.name}")
         if Path(a.hidden_file).exists():
             zf.write(a.hidden_file, f"autograder/hidden/{Path(a.hidden_file).name}")
         if sol is not None:

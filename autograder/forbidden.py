@@ -183,3 +183,17 @@ def forbidden_uses(source: str, rules: list[str], preamble: str = "") -> list[Us
     scan = _Scanner(list(rules), _bindings(preamble))
     scan.visit(tree)
     return sorted(scan.uses, key=lambda u: u.line)
+
+
+def forbidden_message(rules: list[str], preamble: str, cells) -> str:
+    """Why a part scores 0 when one of its graded `cells` [(cell id, source)] uses a forbidden name; ""
+    if none. The grader and the self-check (``check()``) both say it with these words."""
+    for cid, source in cells:
+        uses = forbidden_uses(source, rules, preamble)
+        if uses:
+            u = uses[0]
+            if u.rule == COMPUTED:
+                return (f"cell '{cid}' line {u.line} uses `{u.written}` with a name computed at run time: the "
+                        f"grader cannot tell what it reaches, so the part scores 0. Name what you use directly.")
+            return f"cell '{cid}' line {u.line} uses `{u.written}`, which this assignment asks you to write yourself"
+    return ""

@@ -24,7 +24,7 @@ from typing import Callable
 import numpy as np
 
 from . import sandbox
-from .forbidden import COMPUTED, forbidden_uses
+from .forbidden import forbidden_message
 from .notebook import NotebookError, load_submission
 from .results import SubmissionResult, TestResult, worst
 from .spec import Assignment, Case, Part, Test, Verdict
@@ -110,15 +110,7 @@ def reference_cells(a: Assignment) -> dict[str, list[tuple[str, str]]] | None:
 
 def _forbidden_message(a: Assignment, part: Part, sub_cells: dict[str, str]) -> str:
     """Why the part scores 0 when a graded cell uses what the assignment asks students to write; "" if none."""
-    for cid in part.cells:
-        uses = forbidden_uses(sub_cells.get(cid, ""), a.forbidden, a.preamble)
-        if uses:
-            u = uses[0]
-            if u.rule == COMPUTED:
-                return (f"cell '{cid}' line {u.line} uses `{u.written}` with a name computed at run time: the "
-                        f"grader cannot tell what it reaches, so the part scores 0. Name what you use directly.")
-            return f"cell '{cid}' line {u.line} uses `{u.written}`, which this assignment asks you to write yourself"
-    return ""
+    return forbidden_message(a.forbidden, a.preamble, [(cid, sub_cells.get(cid, "")) for cid in part.cells])
 
 
 # ---- one part -------------------------------------------------------------------------------------------
@@ -223,7 +215,7 @@ def grade_part(a: Assignment, part: Part, sub_cells: dict[str, str], opts: Grade
             jobs=[{"k": j.k, "observe": j.test.observe.__name__, "params": j.case.params,
                    "label": j.case.label} for j in remaining],
             inputs={k: v for k, v in inputs.items() if int(k.split("/")[0]) in {j.k for j in remaining}},
-            limits=limits, keep=opts.keep_sandbox)
+            limits=limits, keep=opts.keep_sandbox, spec_extra=[str(p) for p in a.spec_paths()[1:]])
         if not run.sandbox or not run.sandbox.get("ok"):
             why = (run.sandbox or {}).get("error") or f"the child did not start ({run.describe_exit()}): " \
                                                       f"{run.stderr_tail[-500:]}"

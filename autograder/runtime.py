@@ -31,8 +31,9 @@ def minigrad_dir() -> Path | None:
     return Path(locs[0]) if locs else None
 
 
-def runtime_template(spec_file: str) -> Path:
-    """A folder with what every child of this assignment imports; built once per grading process."""
+def runtime_template(spec_file: str, extra: list | None = None) -> Path:
+    """A folder with what every child of this assignment imports; built once per grading process. `extra`:
+    the spec's private sibling packages (``Assignment.spec_paths()``), copied next to it."""
     global _template_root
     key = str(Path(spec_file).resolve())
     if key in _templates:
@@ -48,11 +49,11 @@ def runtime_template(spec_file: str) -> Path:
     (ag / "assignments" / "__init__.py").write_text("")
     for name in CHILD_FILES:
         shutil.copy2(PACKAGE_DIR / name, ag / name)
-    spec = Path(spec_file)
-    if spec.is_dir():                                   # a spec package: its modules, not its caches
-        shutil.copytree(spec, ag / "assignments" / spec.name, ignore=shutil.ignore_patterns("__pycache__"))
-    else:
-        shutil.copy2(spec, ag / "assignments" / spec.name)
+    for spec in [Path(spec_file), *(Path(p) for p in extra or [])]:
+        if spec.is_dir():                               # a package: its modules, not its caches
+            shutil.copytree(spec, ag / "assignments" / spec.name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(spec, ag / "assignments" / spec.name)
     mg = minigrad_dir()
     if mg is not None:
         shutil.copytree(mg, t / "minigrad", ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "tests"))

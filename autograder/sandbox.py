@@ -120,11 +120,13 @@ def load_observation(path: Path, max_bytes: int) -> dict:
 
 
 def run_child(*, spec_file: str, spec_module: str, cells: list[dict], jobs: list[dict],
-              inputs: dict[str, object], limits: Limits, keep: str | Path | None = None) -> ChildRun:
+              inputs: dict[str, object], limits: Limits, keep: str | Path | None = None,
+              spec_extra: list[str] | None = None) -> ChildRun:
     """Run `cells` then observe every job in one sandboxed child; return what it wrote.
 
     `jobs`: [{"k": int, "observe": function name, "params": {...}, "label": str}];
     `inputs`: {"<k>/<name>": array}. With `keep`, the sandbox folder is copied there (debugging).
+    `spec_extra`: the spec's private sibling packages, copied next to it.
 
     One child at a time per process: the clean-up treats every process re-parented to this one while
     the child ran as the child's (batch grading runs one grader process per submission).
@@ -132,7 +134,7 @@ def run_child(*, spec_file: str, spec_module: str, cells: list[dict], jobs: list
     import numpy as np
     _set_subreaper(True)
     caps = capabilities()
-    template = runtime_template(spec_file)
+    template = runtime_template(spec_file, spec_extra)
     box = Path(tempfile.mkdtemp(prefix="autograder-box-"))
     cgroup = None
     try:

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .spec import Namespace, Verdict, load_assignment
+from .forbidden import forbidden_message
+from .spec import ROOT, Namespace, Verdict, load_assignment
 
 NOT_IMPLEMENTED = "not implemented yet"
 
@@ -67,6 +68,66 @@ def _one(a, part, test, case, ns) -> Verdict:
         return Verdict.fail(f"could not check the result ({type(e).__name__}: {e})")
 
 
+def _top_level_names(source: str, imports: bool = True) -> set[str]:
+    """The names a cell binds at its top level: defs, classes, assignments and (`imports`) imports."""
+    import ast
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    out = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.add(node.name)
+        elif imports and isinstance(node, (ast.Import, ast.ImportFrom)):
+            out |= {(a.asname or a.name).split(".")[0] for a in node.names if a.name != "*"}
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            for t in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                out |= {n.id for n in ast.walk(t) if isinstance(n, ast.Name)}
+    return out
+
+
+def _cell_names(a) -> dict[str, set[str]]:
+    """{graded cell id: the names its handout (or, for the course staff, its solution) cell defines}."""
+    from .notebook import load_submission
+    for path in (ROOT / "assignments" / a.notebook, a.solution_path()):
+        if path is not None and path.is_file():
+            try:
+                cells = load_submission(path).cells
+            except Exception:
+                continue
+            # not the names a cell imports (`mg`, `np`): every experiment cell may bind those too
+            return {cid: _top_level_names(src, imports=False) for cid, src in cells.items()}
+    return {}
+
+
+def graded_sources(a, part, namespace: dict) -> list[tuple[str, str]]:
+    """[(graded cell id, source as last run)] of `part`, from the kernel's own history.
+
+    IPython keeps every executed cell's source in order (``In``, also ``_ih``, in the notebook's namespace).
+    A graded cell is found there as the latest executed cell that binds a name its handout cell defines
+    (``class BestFitAllocator``, ``def round_size``, ``from ... import X as round_size``): that is the code
+    whose definitions the self-check is about to test, and the graded cell the grader will scan. The
+    notebook file is not read: the kernel does not reliably know its path (JupyterLab, VS Code and nbclient
+    say it differently, or not at all), and the file on disk may lag behind what ran until it is saved.
+    Without IPython's history (``check`` called with a plain namespace) there is nothing to scan."""
+    history = namespace.get("In") or namespace.get("_ih")
+    if not isinstance(history, list) or not history:
+        return []
+    defines = _cell_names(a)
+    bound = [(i, src, _top_level_names(src)) for i, src in enumerate(history) if isinstance(src, str)]
+    out = []
+    for cid in part.cells:
+        names = defines.get(cid) or set(part.names)
+        latest = {}
+        for i, src, got in bound:
+            for n in got & names:
+                latest[n] = i
+        for i in sorted(set(latest.values())):
+            out.append((cid, history[i]))
+    return out
+
+
 def check(assignment: str, part: str | None, namespace: dict, *, quiet: bool = False) -> CheckResult:
     a = load_assignment(assignment)
     parts = [a.part(part)] if part else a.parts
@@ -75,6 +136,12 @@ def check(assignment: str, part: str | None, namespace: dict, *, quiet: bool = F
     lines = []
     for p in parts:
         part_lines, started = [], False
+        forbidden = forbidden_message(a.forbidden, a.preamble, graded_sources(a, p, namespace)) \
+            if a.forbidden else ""
+        if forbidden:                   # what the grader will say: the part scores 0, its tests do not run
+            maxs += p.points
+            lines += [f"  [FAIL] {p.id}: {forbidden} (0/{p.points:g})"]
+            continue
         for t in p.tests:
             vs = [(c, _one(a, p, t, c, ns)) for c in t.public_cases()]
             ok = [v.passed for _, v in vs]

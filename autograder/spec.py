@@ -137,10 +137,22 @@ class Assignment:
     forbidden: list[str] = field(default_factory=list)   # dotted names a graded cell may not use: its
     #   part scores 0 (e.g. "minigrad.ops" when students rewrite minigrad's ops). Checked on the cell's syntax
     #   tree (autograder/forbidden.py): imports and attribute uses, not comments or the student's own names.
+    requirements: list[str] = field(default_factory=list)   # distributions grading needs besides numpy,
+    #   nbformat and tqdm that no import of the spec shows (a4: "scikit-learn", reached via minigrad.datasets);
+    #   the Gradescope bundle pins them with what the spec's own imports need (autograder/bundle.py)
     # filled by the loader
     module_name: str = ""
     spec_file: str = ""            # the spec module, or the folder of a spec package
     hidden_file: str = ""
+
+    def spec_paths(self) -> list[Path]:
+        """The spec (module or package) and its private sibling packages ``_aN_<topic>/`` (helpers of a
+        single-file spec): everything of this assignment that the sandbox and the bundle must copy."""
+        spec = Path(self.spec_file)
+        prefix = "_" + spec.stem.split("_", 1)[0] + "_"
+        private = [d for d in sorted(spec.parent.glob(prefix + "*"))
+                   if d.is_dir() and (d / "__init__.py").is_file()]
+        return [spec, *private]
 
     @property
     def max_score(self) -> float:
@@ -209,6 +221,9 @@ def _load_hidden(a: Assignment):
     sys.modules[name] = mod
     spec.loader.exec_module(mod)
     return mod
+
+
+_RULE = re.compile(r"^(\*\.)?[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")     # what autograder/forbidden.py reads
 
 
 def _check_observe(a: Assignment, t: Test) -> None:
@@ -280,6 +295,11 @@ def load_assignment(key: str, extra=None) -> Assignment:
     a.module_name = name
     a.spec_file = str(f)
     a.hidden_file = str(f.parent.parent / "hidden" / f"{f.stem}.py")
+    for rule in a.forbidden:
+        if not _RULE.match(rule):
+            raise ValueError(f"{a.name}: forbidden rule {rule!r} is not a dotted name ('minigrad.memory', "
+                             f"'F.conv2d', '*.softmax'): rules are matched on the cell's syntax tree, not as "
+                             f"regular expressions (autograder/forbidden.py)")
     ids = set()
     for p in a.parts:
         if p.id in ids:

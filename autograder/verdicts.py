@@ -166,9 +166,12 @@ class TraceReport:
     def peak_reserved(self) -> int:
         return int(self.reserved.max()) if self.reserved.size else 0
 
+    fragmentation: float = 0.0     # at the peak of reservation, in minigrad.memory's one sense (replay)
+
     @property
-    def fragmentation(self) -> float:
-        """1 - allocated / reserved at the moment of peak reservation (0 = no waste)."""
+    def unused_share(self) -> float:
+        """1 - allocated / reserved at the moment of peak reservation: the share of reserved memory in no
+        live block (free cached blocks, whole or in crumbs). Not fragmentation: see `replay`."""
         if not self.reserved.size or self.peak_reserved == 0:
             return 0.0
         i = int(np.argmax(self.reserved))
@@ -183,8 +186,15 @@ def replay(events, *, alignment: int = 1, capacity: int | None = None, max_viola
     ALLOC (block `id` handed out at [addr, addr+size)), FREE (block `id` returned). Checked: every block
     lies inside one live segment, is aligned, overlaps no live block; frees and releases name live
     ids; no segment is released while it holds blocks; reserved bytes never exceed `capacity`.
+
+    `fragmentation` is ``minigrad.memory.fragmentation_of(free_holes(segments, blocks))`` (1 - largest free
+    block / all free bytes, the definition of ``CachingAllocator.fragmentation()``) at the moment of peak
+    reservation: after the event that first reached the peak and the allocations right after it (the
+    block the new segment was reserved for).
     """
     import bisect
+
+    from minigrad.memory.stats import fragmentation_of, free_holes    # imports nothing of minigrad's pool
     ev = np.asarray(events)
     rep = TraceReport()
     if ev.ndim != 2 or ev.shape[1] != 4 or ev.dtype.kind not in "iu":
@@ -194,7 +204,8 @@ def replay(events, *, alignment: int = 1, capacity: int | None = None, max_viola
     blocks: dict[int, tuple[int, int]] = {}
     starts: list[int] = []                          # live block start addresses, sorted
     ends: dict[int, int] = {}                       # start -> end
-    alloc_b = res_b = 0
+    alloc_b = res_b = top = 0
+    at_peak = False                                 # a new peak of reservation, its allocations still coming
     allocated = np.zeros(len(ev), np.int64)
     reserved = np.zeros(len(ev), np.int64)
 
@@ -205,6 +216,9 @@ def replay(events, *, alignment: int = 1, capacity: int | None = None, max_viola
                                   f"size={int(ev[i, 3])}): {msg}")
 
     for i, (kind, ident, addr, size) in enumerate(ev.tolist()):
+        if at_peak and kind != ALLOC:
+            rep.fragmentation = fragmentation_of(free_holes(segments.values(), blocks.values()))
+            at_peak = False
         if kind == RESERVE:
             if ident in segments:
                 bad(i, "segment id already in use")
@@ -263,6 +277,10 @@ def replay(events, *, alignment: int = 1, capacity: int | None = None, max_viola
         else:
             bad(i, "unknown event kind")
         allocated[i], reserved[i] = alloc_b, res_b
+        if res_b > top:
+            top, at_peak = res_b, True
+    if at_peak:
+        rep.fragmentation = fragmentation_of(free_holes(segments.values(), blocks.values()))
     rep.allocated, rep.reserved = allocated, reserved
     return rep
 

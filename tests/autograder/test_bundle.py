@@ -107,3 +107,73 @@ def test_setup_sh_makes_a_venv_and_run_autograder_grades_with_it(tmp_path, bundl
     assert p.returncode == 0, p.stderr
     data = json.loads((root / "results" / "results.json").read_text())
     assert data["score"] == data["max_score"] == 11, data
+
+
+def test_each_bundle_pins_what_its_assignment_needs(tmp_path):
+    """a4's part 5 trains on scikit-learn's digits (through minigrad.datasets): its bundle pins
+    scikit-learn and setup.sh checks it imports; a0 needs only the base three."""
+    from autograder.bundle import needs
+    from autograder.spec import load_assignment
+    a4 = load_assignment("a4")
+    assert "scikit-learn" in needs(a4) and needs(load_assignment("a0")) == ["numpy", "nbformat", "tqdm"]
+    with zipfile.ZipFile(build_bundle(a4, tmp_path)) as zf:
+        reqs = zf.read("requirements.txt").decode().split()
+        setup = zf.read("setup.sh").decode()
+    assert any(r.startswith("scikit-learn==") for r in reqs) and all("==" in r for r in reqs), reqs
+    assert "import numpy, nbformat, tqdm, sklearn" in setup
+
+
+def test_an_undeclared_import_of_a_spec_is_found(tmp_path):
+    """A third-party module a spec imports (here inside a function) is a need too, when installed."""
+    from autograder.bundle import needs
+    from autograder.spec import load_assignment
+    spec = tmp_path / "a9_plots.py"
+    spec.write_text("from autograder.spec import Assignment\n\n\ndef draw():\n    import matplotlib\n\n\n"
+                    "ASSIGNMENT = Assignment(id='a9', name='a9_plots', title='t', parts=[])\n")
+    assert "matplotlib" in needs(load_assignment(str(spec)))
+
+
+def _split_spec(d):
+    """A single-file spec a9_split.py whose observe imports its helper from the private _a9_split/."""
+    (d / "_a9_split").mkdir(parents=True)
+    (d / "_a9_split" / "__init__.py").write_text("")
+    (d / "_a9_split" / "helpers.py").write_text("def twice(x):\n    return 2 * x\n")
+    (d / "_a8_other").mkdir()
+    (d / "_a8_other" / "__init__.py").write_text("")
+    (d / "a9_split.py").write_text(
+        "from autograder.spec import Assignment, Part, Test, Verdict\n\n\n"
+        "def observe_f(ns, case):\n"
+        "    from autograder.assignments._a9_split.helpers import twice   # in the child\n"
+        "    return {'y': twice(ns.f(3))}\n\n\n"
+        "def verdict_f(case, obs, ctx):\n"
+        "    return Verdict(int(obs['y']) == 6, f\"twice(f(3)) = {int(obs['y'])}\")\n\n\n"
+        "ASSIGNMENT = Assignment(id='a9', name='a9_split', title='t', notebook='a9_split.ipynb', parts=[\n"
+        "    Part('part1', 'f', cells=['a9-f'], names=['f'], tests=[\n"
+        "        Test('f', 1, observe_f, verdict_f, None, cases=[{}])])])\n")
+    return d / "a9_split.py"
+
+
+def test_a_graded_child_imports_the_specs_private_package(tmp_path):
+    from ag_nbtools import write_notebook
+    from autograder.grader import GradeOptions, grade_notebook
+    from autograder.spec import load_assignment
+    a = load_assignment(str(_split_spec(tmp_path / "assignments")))
+    nb = write_notebook(tmp_path / "a9_split.ipynb", [("code", "a9-f", "def f(x):\n    return x")], "a9")
+    r = grade_notebook(nb, a, GradeOptions(artifacts_dir=tmp_path / "art"))
+    assert r.score == r.max_score == 1, [(t.key, t.message) for t in r.tests]
+
+
+def test_private_sibling_packages_of_a_spec_travel_with_it(tmp_path):
+    """A single-file spec's helpers in autograder/assignments/_aN_<topic>/ reach the sandbox's runtime
+    and the bundle, as a spec package's modules do."""
+    from autograder.runtime import runtime_template
+    from autograder.spec import load_assignment
+    a = load_assignment(str(_split_spec(tmp_path / "assignments")))
+    assert [p.name for p in a.spec_paths()] == ["a9_split.py", "_a9_split"]
+    t = runtime_template(a.spec_file, [str(p) for p in a.spec_paths()[1:]])
+    assert (t / "autograder" / "assignments" / "_a9_split" / "helpers.py").is_file()
+    assert not (t / "autograder" / "assignments" / "_a8_other").exists()
+    with zipfile.ZipFile(build_bundle(a, tmp_path / "dist")) as zf:
+        names = set(zf.namelist())
+    assert {"autograder/assignments/a9_split.py", "autograder/assignments/_a9_split/helpers.py"} <= names
+    assert not any("_a8_other" in n for n in names)

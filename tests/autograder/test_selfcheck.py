@@ -49,6 +49,49 @@ def test_check_unknown_part():
         check("a0", "part9", namespace={})
 
 
+BORROWED = "import numpy as np\n\n\ndef square(x):\n    return np.square(x)\n"
+GRADER_SAYS = "cell 'a0-square' line 5 uses `np.square`, which this assignment asks you to write yourself"
+
+
+def test_check_scores_a_part_0_with_the_graders_words_on_a_forbidden_use(capsys):
+    """The graded cell as last run (IPython's `In`) goes through the grader's forbidden scan first."""
+    import numpy as np
+    ns = {"In": ["", BORROWED, 'check("a0", "part1")'], "square": np.square}
+    r = check("a0", "part1", namespace=ns)
+    out = capsys.readouterr().out
+    assert not r and r.score == 0 and r.max_score == 2, out
+    assert GRADER_SAYS in out and "(0/2)" in out, out
+
+
+def test_check_scan_reads_the_graded_cell_as_last_run_not_experiments(capsys):
+    own = "def square(x):\n    return x * x\n"
+    experiment = "import numpy as np\ny = np.square(np.arange(3))\nz = square(np.arange(3))\n"
+    r = check("a0", "part1", namespace={"In": ["", BORROWED, own, experiment], "square": square})
+    assert r and r.score == 2, capsys.readouterr().out      # rerun without np.square; experiments are free
+    r = check("a0", "part1", namespace={"In": ["", own, BORROWED], "square": square})
+    assert not r and GRADER_SAYS in capsys.readouterr().out
+
+
+def test_grader_and_check_share_the_forbidden_words(make_sub, grade):
+    from ag_support import get_test
+    assert get_test(grade(make_sub({"a0-square": BORROWED})), "part1/forward").message == GRADER_SAYS
+
+
+@pytest.mark.notebook
+def test_check_in_a_real_kernel_sees_a_forbidden_use(tmp_path):
+    """In a real kernel (nbclient), the notebook's own history feeds the scan."""
+    import nbformat
+    from nbclient import NotebookClient
+    nb = nbformat.read(str(SOLUTION_NB), as_version=4)
+    cell = next(c for c in nb.cells if c.get("metadata", {}).get("grader", {}).get("id") == "a0-square")
+    cell.source = BORROWED
+    nb.cells.insert(0, nbformat.v4.new_code_cell(f"import sys; sys.path.insert(0, {str(ROOT)!r})"))
+    NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+    assert "a0 part1: 0/2 points on the public tests" in text and GRADER_SAYS in text, text
+    assert "a0 part2: 3/3 points on the public tests" in text
+
+
 @pytest.mark.notebook
 def test_check_from_a_notebook_cell(tmp_path):
     import nbformat

@@ -55,8 +55,22 @@ def test_replay_accepts_a_good_trace_and_measures_it():
     rep = V.replay(ev, alignment=128, capacity=4096)
     assert rep.ok, rep.violations
     assert rep.peak_allocated == 768 and rep.peak_reserved == 1024
-    assert rep.fragmentation == pytest.approx(1.0)      # at the first peak of reservation nothing is allocated
+    assert rep.unused_share == pytest.approx(1.0)       # at the first peak of reservation nothing is allocated
+    assert rep.fragmentation == pytest.approx(0.0)      # after its allocations: one free hole [768, 1024)
     assert list(rep.allocated) == [0, 256, 768, 512, 640, 128, 0, 0]
+
+
+def test_replay_fragmentation_is_minigrads_at_the_peak_of_reservation():
+    """Two segments; at the second reservation, free holes of 256 and 512 B (segment 0) and 1536 B
+    (segment 1, after the block it was reserved for): 1 - 1536 / 2304, as fragmentation_of computes."""
+    from minigrad.memory import fragmentation_of
+    ev = np.array([[V.RESERVE, 0, 0, 1024], [V.ALLOC, 1, 0, 256], [V.ALLOC, 2, 256, 256],
+                   [V.ALLOC, 3, 512, 512], [V.FREE, 1, 0, 0], [V.FREE, 3, 0, 0],
+                   [V.RESERVE, 1, 4096, 2048], [V.ALLOC, 4, 4096, 512], [V.FREE, 2, 0, 0]])
+    rep = V.replay(ev, alignment=256)
+    assert rep.ok, rep.violations
+    assert rep.fragmentation == pytest.approx(fragmentation_of([256, 512, 1536])) == pytest.approx(1 - 1536 / 2304)
+    assert rep.unused_share == pytest.approx(1 - 256 / 3072)    # at the RESERVE itself, only block 2 live
 
 
 @pytest.mark.parametrize("events,needle", [

@@ -17,11 +17,13 @@ off while recording). The sandboxed child runs the ops through the student's all
 The child returns only that log plus the address and size of every block ``malloc`` returned; nothing
 the student's allocator says about itself (its statistics) is read. The parent replays the log
 (``verdicts.replay``: no overlapping live blocks, 512-byte alignment, blocks inside reserved segments,
-sizes >= requests, capacity) and measures peak reserved bytes and fragmentation itself. Expected layouts
+sizes >= requests, capacity) and measures peak reserved bytes, unused reserved
+bytes and fragmentation (minigrad.memory's fragmentation_of, at peak reservation) itself. Expected layouts
 and budgets come from running minigrad's own allocator, in the parent, on the same ops.
 
-Fragmentation here is the time-averaged share of reserved memory that holds no requested byte:
-``1 - sum(live requested bytes) / sum(reserved bytes)`` over the ops. Budgets: 1.25x the reference's
+Unused reserved memory (``_Log.unused_share``) is the time-averaged share of reserved memory that holds
+no requested byte: ``1 - sum(live requested bytes) / sum(reserved bytes)`` over the ops. Fragmentation is
+only ever minigrad.memory's (1 - largest free block / all free bytes). Budgets: 1.25x the reference's
 peak reserved bytes and 1.25x its average unused reserved bytes.
 
 The spec is imported in the child too: numpy and the autograder package at the top, minigrad only

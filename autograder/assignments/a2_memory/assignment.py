@@ -53,16 +53,16 @@ ASSIGNMENT = Assignment(
              names=["should_split", "BestFitAllocator"],
              objective="Reuse cached free blocks: the smallest that fits, split when the rest is worth keeping.",
              tests=[
-            Test("best fit", 3, observe_ops, verdict_best_fit, inputs_ops, partial=True, cases=[
+            Test("best fit", 5, observe_ops, verdict_best_fit, inputs_ops, partial=True, cases=[
                 _scen("BestFitAllocator", "best fit, small pool"),
                 _scen("BestFitAllocator", "best fit, large pool"),
                 _case("holes between live blocks (seed 0)", "BestFitAllocator", {"workload": "holes", "seed": 0})]),
-            Test("splitting", 3, observe_ops, verdict_best_fit, inputs_ops, cases=[
+            Test("splitting", 4, observe_ops, verdict_best_fit, inputs_ops, cases=[
                 _scen("BestFitAllocator", "splitting")]),
-            Test("random mallocs and frees", 2, observe_ops, verdict_random, inputs_ops, partial=True, cases=[
+            Test("random mallocs and frees", 3, observe_ops, verdict_random, inputs_ops, partial=True, cases=[
                 _case(f"random (seed {s})", "BestFitAllocator", {"workload": "random", "seed": s, "n": 300,
                                                                  "finish": False}) for s in (1, 2)]),
-            Test("memory limit", 2, observe_ops, verdict_oom, inputs_ops, partial=True, cases=[
+            Test("memory limit", 3, observe_ops, verdict_oom, inputs_ops, partial=True, cases=[
                 _case("scenario 'memory limit' under memory_limit = 30 MiB", "BestFitAllocator",
                       {"workload": "scenario", "name": "memory limit"}, limit=30 * MiB, catch_oom=True),
                 _case("scenario 'memory limit' on a 30 MiB device", "BestFitAllocator",
@@ -86,18 +86,18 @@ ASSIGNMENT = Assignment(
         Part("part4", "Out of memory, and minigrad on your pool", cells=["a2-oom"], names=["StudentAllocator"],
              objective="When the device is full, release the cache and retry, then raise OutOfMemoryError; "
                        "train a model on memory your allocator hands out.", tests=[
-            Test("retry after empty_cache", 3, observe_ops, verdict_oom, inputs_ops, partial=True, cases=[
+            Test("retry after empty_cache", 2, observe_ops, verdict_oom, inputs_ops, partial=True, cases=[
                 _scen("StudentAllocator", "retry", capacity=20 * MiB, catch_oom=True),
                 _scen("StudentAllocator", "retry, twice", capacity=24 * MiB, catch_oom=True)]),
-            Test("OutOfMemoryError", 4, observe_ops, verdict_oom, inputs_ops, partial=True, cases=[
+            Test("OutOfMemoryError", 3, observe_ops, verdict_oom, inputs_ops, partial=True, cases=[
                 _case("scenario 'out of memory' on a 36 MiB device", "StudentAllocator",
                       {"workload": "scenario", "name": "out of memory"}, capacity=36 * MiB, catch_oom=True),
                 _case("scenario 'out of memory' under memory_limit = 36 MiB", "StudentAllocator",
                       {"workload": "scenario", "name": "out of memory"}, limit=36 * MiB, catch_oom=True)]),
-            Test("8 GB card", 4, observe_ops, verdict_card, inputs_ops, cases=[
+            Test("8 GB card", 3, observe_ops, verdict_card, inputs_ops, cases=[
                 _case("MLP 64-2048-256-2048-10 trace on a 64 MiB card", "StudentAllocator", CARD_MLP,
                       capacity=CARD, catch_oom=True)]),
-            Test("minigrad trains on your pool", 4, observe_minigrad, verdict_minigrad, inputs_minigrad, cases=[
+            Test("minigrad trains on your pool", 2, observe_minigrad, verdict_minigrad, inputs_minigrad, cases=[
                 Case({"seed": 0, "widths": [64, 256, 256, 10], "batches": [96, 128, 32, 128, 64]},
                      label="MLP 64-256-256-10, 5 Adam steps")]),
         ]),

@@ -95,9 +95,21 @@ class _Log:
         return float(np.mean(self.reserved - self.live_requested)) if len(self.ops) else 0.0
 
     @property
-    def fragmentation(self):
+    def unused_share(self):
+        """The share of all reserved bytes, summed over the ops, that held no requested byte (rounding,
+        remainders, free cached blocks). Not fragmentation: that is `fragmentation`."""
         total = float(self.reserved.sum())
         return 0.0 if total == 0 else 1.0 - float(self.live_requested.sum()) / total
+
+    @property
+    def fragmentation(self):
+        """minigrad.memory's fragmentation (1 - largest free block / all free bytes, fragmentation_of) of the
+        student's layout right after the op at which reserved memory peaked."""
+        from minigrad.memory.stats import fragmentation_of, free_holes   # parent only: the one definition
+        if not len(self.ops) or not self.reserved.max(initial=0):
+            return 0.0
+        segs, blocks = self.state_before(int(np.argmax(self.reserved)) + 1)
+        return fragmentation_of(free_holes(segs.values(), blocks.values()))
 
     # -- words
     def place(self, ident):
