@@ -306,15 +306,8 @@ def verdict_plan(case, obs, ctx):
     return _parent().verdict_plan(case, obs, BUDGET)
 
 
-FORBIDDEN = [
-    r"\bminigrad\s*\.\s*utils\s*\.\s*(checkpoint|_checkpoint)\b",
-    r"\bfrom\s+minigrad\.utils\s+import\s+[^\n]*\b(checkpoint|_checkpoint)\b",
-    r"\b(mg|minigrad)\s*\.\s*utils\b",
-    r"\bminigrad\s*\.\s*memory\s*\.\s*planner\b",
-    r"\bfrom\s+minigrad\.memory\s+import\s+[^\n]*\bplanner\b",
-    r"\b(mem|memory)\s*\.\s*planner\b",
-    r"\b(import|from)\s+torch\b",
-]
+# minigrad's checkpointing (all of minigrad.utils) and planner, and PyTorch's (dotted names: autograder/forbidden.py)
+FORBIDDEN = ["minigrad.utils", "minigrad.memory.planner", "torch"]
 
 MLP = [{"seed": 0, "widths": [5, 6, 4], "batch": 3}, {"seed": 1, "widths": [4, 7, 7, 3], "batch": 2},
        {"seed": 2, "widths": [3, 5, 5, 5, 2], "batch": 4, "const": True}]

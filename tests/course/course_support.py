@@ -84,8 +84,10 @@ def result_of(result, key):
 
 
 def forbidden_hits(assignment, src):
-    """The assignment's forbidden-use patterns that ``src`` matches."""
-    return [p for p in assignment.forbidden if re.search(p, src)]
+    """The assignment's forbidden uses in ``src``, found as the grader finds them (the cell's syntax tree,
+    after the spec's preamble: autograder/forbidden.py)."""
+    from autograder.forbidden import forbidden_uses
+    return forbidden_uses(src, assignment.forbidden, assignment.preamble)
 
 
 def solution_cells_allowed(assignment, solution):
