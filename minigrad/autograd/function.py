@@ -48,10 +48,7 @@ class VersionCounter:
     """How autograd notices in-place changes: every tensor has one, shared with its views (and with what
     ``detach()`` returns). In-place ops ``bump()`` it; ``Function.apply`` records ``value`` for each saved
     input, and the engine refuses to run a backward whose saved arrays changed since (PyTorch's rule)."""
-    __slots__ = ("value",)
-
-    def __init__(self):
-        self.value = 0
+    value = 0  # a class default, not __init__: one is made per op result, on the hottest path
 
     def bump(self):
         self.value += 1
