@@ -30,6 +30,10 @@ class ArgumentError(MinigradError, ValueError):
     """A bad argument value (negative dropout probability, unknown reduction...)."""
 
 
+class ArgumentTypeError(MinigradError, TypeError):
+    """An argument of the wrong type: a NumPy array or a list where the op needs a Tensor."""
+
+
 class AutogradError(MinigradError, RuntimeError):
     """Misuse of the autograd engine (backward twice, non-scalar backward, in-place on a leaf...)."""
 

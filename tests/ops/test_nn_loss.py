@@ -214,3 +214,15 @@ def test_bce_with_logits_stable_for_huge_logits(device):
     np.testing.assert_allclose(loss.detach().numpy(), [1e4, 1e4, 0, 0], rtol=1e-6, atol=1e-30)
     loss.sum().backward()
     np.testing.assert_allclose(x.grad.numpy(), [1, -1, 0, 0], atol=1e-6)
+
+
+@pytest.mark.parametrize("loss, target", [
+    (lambda x, t: F.cross_entropy(x, t), np.array([0, 1, 2])),
+    (lambda x, t: F.nll_loss(x, t), [0, 1, 2]),
+    (lambda x, t: F.mse_loss(x, t), np.zeros((3, 4), np.float32)),
+    (lambda x, t: F.binary_cross_entropy_with_logits(x, t), np.zeros((3, 4), np.float32)),
+])
+def test_losses_refuse_a_target_that_is_not_a_tensor_with_a_clear_error(loss, target):
+    x = mg.randn(3, 4)
+    with pytest.raises(TypeError, match=r"target must be a Tensor, got (ndarray|list) \(wrap it with mg.tensor"):
+        loss(x, target)

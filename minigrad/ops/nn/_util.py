@@ -2,7 +2,8 @@
 import math
 
 from ...backend.layout import is_channels_last
-from ...errors import ArgumentError, DTypeError
+from ...errors import ArgumentError, ArgumentTypeError, DTypeError
+from ...tensor import Tensor
 
 REDUCTIONS = ("mean", "sum", "none")
 
@@ -30,6 +31,15 @@ def ntuple(op, what, value, n, minimum):
 # Dtype agreement is the one check made inside ``forward``, on the arrays, rather than in the public
 # function: autocast casts an op's inputs inside ``Function.apply`` (autograd/extensions.py, input_casts),
 # so a check before ``apply`` would reject exactly the mixed dtypes autocast exists to reconcile.
+def check_tensors(op, **arguments):
+    """Each named argument (None allowed) must be a Tensor, as PyTorch's losses require: a NumPy array or
+    a list is refused with a message that says how to wrap it."""
+    for name, value in arguments.items():
+        if value is not None and not isinstance(value, Tensor):
+            raise ArgumentTypeError(f"{op}: {name} must be a Tensor, got {type(value).__name__} "
+                                    f"(wrap it with mg.tensor(...))")
+
+
 def check_same_dtype(op, x, weight, bias):
     """linear / conv: input, weight and (optional) bias arrays must share a dtype."""
     if x.dtype != weight.dtype or (bias is not None and bias.dtype != weight.dtype):

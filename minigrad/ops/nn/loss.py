@@ -13,7 +13,7 @@ import numpy as np  # shape arithmetic only
 
 from ...autograd.function import Function
 from ...errors import ArgumentError, DTypeError, OpIndexError, ShapeError
-from ._util import check_dtype_like, check_reduction, save, saved
+from ._util import check_dtype_like, check_reduction, check_tensors, save, saved
 from .activation import stable_sigmoid
 
 
@@ -176,6 +176,7 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
     'mean' divides by the summed weight of the non-ignored targets (by the number of samples for
     probability targets). label_smoothing eps mixes the target with the uniform distribution over C classes.
     """
+    check_tensors("cross_entropy", input=input, target=target, weight=weight)
     check_reduction("cross_entropy", reduction)
     if isinstance(label_smoothing, bool) or not isinstance(label_smoothing, (int, float)) \
             or not 0.0 <= label_smoothing <= 1.0:
@@ -221,6 +222,7 @@ class NllLoss(Function):
 
 def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
     """Negative log-likelihood of log-probabilities (N, C, d1, ...) at class indices (N, d1, ...)."""
+    check_tensors("nll_loss", input=input, target=target, weight=weight)
     check_reduction("nll_loss", reduction)
     _check_class_targets("nll_loss", input, target, weight, int(ignore_index))
     return NllLoss.apply(input, target, weight, ignore_index=int(ignore_index), reduction=reduction)
@@ -259,6 +261,7 @@ def _check_mse_loss(a, b):
 
 
 def mse_loss(input, target, reduction="mean"):
+    check_tensors("mse_loss", input=input, target=target)
     check_reduction("mse_loss", reduction)
     _check_mse_loss(input, target)
     return MseLoss.apply(input, target, reduction=reduction)
@@ -316,6 +319,8 @@ def binary_cross_entropy_with_logits(input, target, weight=None, reduction="mean
     """Sigmoid + binary cross-entropy in the stable form (finite for huge logits).
 
     loss = weight * [(1 - t) x + (1 + (pos_weight - 1) t) * softplus(-x)]."""
+    check_tensors("binary_cross_entropy_with_logits", input=input, target=target, weight=weight,
+                  pos_weight=pos_weight)
     check_reduction("binary_cross_entropy_with_logits", reduction)
     _check_bce_with_logits(input, target, weight, pos_weight)
     return BinaryCrossEntropyWithLogits.apply(input, target, weight, pos_weight, reduction=reduction)
