@@ -31,16 +31,16 @@ def topological_order(roots):
         if root in visited:
             continue
         visited.add(root)
-        stack = [(root, iter(root.next))]
+        stack = [(root, iter(root._next))]
         while stack:
             node, edges = stack[-1]
             for edge in edges:
                 if edge is None:
                     continue
-                child = edge[0]  # edge.node, by position: this line runs once per edge of the graph
+                child = edge[0]  # the Edge's node (edges are kept as plain tuples: Function.next)
                 if child not in visited:
                     visited.add(child)
-                    stack.append((child, iter(child.next)))
+                    stack.append((child, iter(child._next)))
                     break
             else:
                 stack.pop()
@@ -87,7 +87,10 @@ def run_backward(roots, retain_graph=False, capture=None):
     being accumulated into leaves (this is ``mg.autograd.grad``).
     """
     with _backward_pass():
-        pending = _Pending(roots)
+        pending = {}                                # node -> the gradient summed there so far
+        shared = _Shared()                          # arrays handed to more than one input
+        for node, g in roots:
+            pending[node] = pending[node] + g if node in pending else g
         for node in topological_order([n for n, _ in roots]):
             grad = pending.pop(node, None)
             if grad is None:
@@ -98,7 +101,7 @@ def run_backward(roots, retain_graph=False, capture=None):
                 capture[node] = grad
             if type(node) is AccumulateGrad:        # a leaf: into tensor.grad (not for autograd.grad)
                 if capture is None:
-                    node.accumulate(grad, pending.is_shared(grad))
+                    node.accumulate(grad, shared.has(grad))
                 continue
             if node._versions:
                 _check_versions(node)               # arrays it saved modified in place since forward?
@@ -106,56 +109,52 @@ def run_backward(roots, retain_graph=False, capture=None):
                 extensions.run_backward(node, grad)  # inside the profiler's, the pool's... wrappers
             if not retain_graph:
                 node._saved = None                  # free what forward saved
-            pending.send(node, input_grads, grad)
+            if type(input_grads) is not tuple:
+                input_grads = (input_grads,)
+            if len(input_grads) != len(node._next):
+                _bad_count(node, input_grads)
+            previous = None
+            for i, edge in enumerate(node._next):    # hand each input its share, summed where they meet
+                g = input_grads[i]
+                if edge is None or g is None:
+                    continue
+                child, shape, dtype = edge
+                if g.shape != shape or g.dtype is not dtype:
+                    g = _conform(g, shape, dtype, grad, node, i)   # un-broadcast, check the dtype
+                if g is previous or (i > 1 and any(g is x for x in input_grads[:i])):
+                    shared.add(g)
+                previous = g
+                waiting = pending.get(child)
+                pending[child] = g if waiting is None else waiting + g
 
 
-class _Pending(dict):
-    """{node: the gradient waiting there}, summed as gradients arrive from the node's consumers.
+def _bad_count(node, input_grads):
+    raise GradientError(f"{node.name}: backward returned {len(input_grads)} gradients for "
+                        f"{len(node._next)} inputs")
 
-    ``shared`` remembers arrays handed to more than one input (``Add`` returns ``(g, g)``): a leaf must
-    copy such an array before keeping it as ``.grad``, or a later ``+=`` would leak into the other input.
+
+class _Shared:
+    """Gradient arrays handed to more than one input (``Add`` returns ``(g, g)``): a leaf must copy such an
+    array before keeping it as ``.grad``, or a later ``+=`` would leak into the other input.
+
     It maps ``id`` to a weak reference, so a new array that reuses a dead one's id is not mistaken for it
     (that made copies, and so memory use, depend on where Python happened to put objects).
     """
 
-    def __init__(self, roots):
-        super().__init__()
-        self.shared = {}
-        for node, g in roots:
-            self[node] = self[node] + g if node in self else g
+    def __init__(self):
+        self.refs = {}
 
-    def _mark_shared(self, g):
+    def add(self, g):
         try:
-            self.shared[id(g)] = weakref.ref(g)
+            self.refs[id(g)] = weakref.ref(g)
         except TypeError:                   # an array type without weak references: by id alone
-            self.shared[id(g)] = None
+            self.refs[id(g)] = None
 
-    def is_shared(self, g):
-        if id(g) not in self.shared:
+    def has(self, g):
+        if id(g) not in self.refs:
             return False
-        ref = self.shared[id(g)]
+        ref = self.refs[id(g)]
         return ref is None or ref() is g
-
-    def send(self, node, input_grads, grad):
-        """Hand each input of ``node`` its gradient, un-broadcast and checked against the input's edge."""
-        if type(input_grads) is not tuple:
-            input_grads = (input_grads,)
-        if len(input_grads) != len(node.next):
-            raise GradientError(f"{node.name}: backward returned {len(input_grads)} gradients for "
-                                f"{len(node.next)} inputs")
-        previous = None
-        for i, edge in enumerate(node.next):
-            g = input_grads[i]
-            if edge is None or g is None:
-                continue
-            child, shape, dtype = edge
-            if g.shape != shape or g.dtype is not dtype:
-                g = _conform(g, shape, dtype, grad, node, i)
-            if g is previous or (i > 1 and any(g is x for x in input_grads[:i])):
-                self._mark_shared(g)
-            previous = g
-            waiting = self.get(child)
-            self[child] = g if waiting is None else waiting + g
 
 
 @contextlib.contextmanager

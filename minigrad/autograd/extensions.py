@@ -1,8 +1,10 @@
 """Extension points: where features plug into ``Function.apply`` and the backward engine.
 
 The core never imports the features that use these (amp, memory, compile, profiler, distributed); each
-feature registers a callback here. When nothing is registered, ``Function.apply`` and the engine pay one
-flag check per op (``state.forward`` / ``state.backward``), so per-op overhead does not grow.
+feature registers a callback here. When nothing is registered, ``Function.apply`` is the plain version
+(it is swapped for one that runs the extensions while any forward extension is registered: see
+``on_forward_change``) and the engine pays one flag check per node (``state.backward``), so per-op
+overhead does not grow.
 
 ====================  =============================================  =====================================
 point                 signature                                      used by
@@ -120,9 +122,22 @@ class saved_tensors_hooks:
         return False
 
 
+_forward_listeners = []   # told when forward extensions appear or all go: Function swaps its apply
+
+
+def on_forward_change(fn):
+    """Call ``fn(active)`` whenever forward extensions become active (True) or all go (False)."""
+    _forward_listeners.append(fn)
+    fn(state.forward)
+
+
 def _refresh():
-    state.forward = bool(input_casts or forward_wrappers)
+    forward = bool(input_casts or forward_wrappers)
+    changed, state.forward = forward != state.forward, forward
     state.backward = bool(backward_wrappers)
+    if changed:
+        for fn in _forward_listeners:
+            fn(forward)
 
 
 def run_forward(op, args, kwargs, core):
