@@ -105,6 +105,17 @@ def test_gelu_known_values(device):
     np.testing.assert_allclose(out, [0.0, 0.8413447460685429, -0.15865525393145707], rtol=1e-12)
 
 
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_of_a_0d_tensor(approximate, device):
+    """A 0-d input (a loss-like scalar): the in-place passes must not meet NumPy's 0-d -> scalar results."""
+    x = mg.tensor(0.5, dtype=mg.float64, device=device, requires_grad=True)
+    y = F.gelu(x, approximate=approximate)
+    assert y.shape == () and y.dtype == mg.float64
+    expected = F.gelu(mg.tensor([0.5], dtype=mg.float64, device=device), approximate=approximate).numpy()[0]
+    np.testing.assert_allclose(y.item(), expected, rtol=1e-15)
+    assert gradcheck(lambda t: F.gelu(t, approximate=approximate), (x,))
+
+
 @pytest.mark.parametrize("dtype", [mg.float32, mg.float64])
 @pytest.mark.parametrize("approximate", ["none", "tanh"])
 def test_gelu_same_values_with_and_without_grad(approximate, dtype, device):

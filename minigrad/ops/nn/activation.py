@@ -72,42 +72,11 @@ class GELU(Function):
             ctx.save_for_backward(x)
             return ctx.fused.gelu(x, approximate)
         need_grad = ctx.needs_input_grad[0]       # no derivative to prepare under no_grad (eval, sampling)
-        if approximate == "tanh":   # t = tanh(sqrt(2/pi) (x + c x^3)), out = x (1 + t) / 2
-            x2 = x * x
-            u = x2 * _GELU_C
-            u += 1.0
-            u *= x
-            u *= _SQRT_2_OVER_PI
-            half = xp.tanh(u, out=u)
-            half += 1.0
-            half *= 0.5                                 # (1 + t) / 2
-            out = x * half
-            if need_grad:
-                # d/dx = (1 + t)/2 + x/2 (1 - t^2) sqrt(2/pi) (1 + 3c x^2), and (1 - t^2)/2 = 2 half (1 - half)
-                deriv = 1.0 - half
-                deriv *= half
-                deriv *= 2.0 * _SQRT_2_OVER_PI
-                deriv *= x
-                x2 *= 3.0 * _GELU_C
-                x2 += 1.0
-                deriv *= x2
-                deriv += half
-                ctx.save_for_backward(deriv)
-            return out
+        # the passes below work in place (out=, +=): on a 0-d array NumPy would hand back scalars
+        out, deriv = _gelu_cpu(xp, x.reshape(1) if x.ndim == 0 else x, approximate, need_grad)
         if need_grad:
-            cdf, gauss = erf(xp, x / _SQRT_2, gauss=True)   # gauss = exp(-x^2 / 2)
-        else:
-            cdf = erf(xp, x / _SQRT_2)
-        cdf += 1.0
-        cdf *= 0.5
-        out = x * cdf
-        if need_grad:
-            deriv = gauss                               # d/dx = Phi(x) + x phi(x), in place
-            deriv *= x
-            deriv *= _INV_SQRT_2PI
-            deriv += cdf
-            ctx.save_for_backward(deriv)
-        return out
+            ctx.save_for_backward(deriv.reshape(x.shape))
+        return out.reshape(x.shape)
 
     @staticmethod
     def backward(ctx, grad):
@@ -116,6 +85,46 @@ class GELU(Function):
             return ctx.fused.gelu_backward(x, grad, ctx.approximate)
         deriv, = ctx.saved_tensors
         return grad * deriv
+
+
+def _gelu_cpu(xp, x, approximate, need_grad):
+    """GELU on the CPU: ``(out, derivative)`` (the derivative None unless ``need_grad``)."""
+    if approximate == "tanh":   # t = tanh(sqrt(2/pi) (x + c x^3)), out = x (1 + t) / 2
+        x2 = x * x
+        u = x2 * _GELU_C
+        u += 1.0
+        u *= x
+        u *= _SQRT_2_OVER_PI
+        half = xp.tanh(u, out=u)
+        half += 1.0
+        half *= 0.5                                 # (1 + t) / 2
+        out = x * half
+        if need_grad:
+            # d/dx = (1 + t)/2 + x/2 (1 - t^2) sqrt(2/pi) (1 + 3c x^2), and (1 - t^2)/2 = 2 half (1 - half)
+            deriv = 1.0 - half
+            deriv *= half
+            deriv *= 2.0 * _SQRT_2_OVER_PI
+            deriv *= x
+            x2 *= 3.0 * _GELU_C
+            x2 += 1.0
+            deriv *= x2
+            deriv += half
+            return out, deriv
+        return out, None
+    if need_grad:
+        cdf, gauss = erf(xp, x / _SQRT_2, gauss=True)   # gauss = exp(-x^2 / 2)
+    else:
+        cdf = erf(xp, x / _SQRT_2)
+    cdf += 1.0
+    cdf *= 0.5
+    out = x * cdf
+    if need_grad:
+        deriv = gauss                               # d/dx = Phi(x) + x phi(x), in place
+        deriv *= x
+        deriv *= _INV_SQRT_2PI
+        deriv += cdf
+        return out, deriv
+    return out, None
 
 
 def gelu(input, approximate="none"):
