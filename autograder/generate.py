@@ -7,7 +7,10 @@ For every ``solutions/aN_*.ipynb`` this writes ``assignments/aN_*.ipynb`` where
   "YOUR ANSWER HERE");
 * cells marked ``metadata["grader"]["solution_only"] = true`` are dropped;
 * outputs and execution counts are cleared; metadata (the graded cells' ids) is kept;
-* the bytes are deterministic: nbformat's sorted-key JSON, cell ids derived from content when missing.
+* the bytes are deterministic: nbformat's sorted-key JSON, cell ids derived from content when missing;
+* a last "Submitting" cell is added, the same for every assignment: which file to upload, ``make grade``,
+  and the names the graded cells may not use (the spec's ``forbidden`` rules, so no student learns them
+  from a 0).
 
 Each handout records a digest of its cells (``metadata["grader"]["generated"]``). A handout whose cells
 no longer match it was edited by hand, maybe by a student who worked in ``assignments/``: it is never
@@ -26,6 +29,7 @@ from pathlib import Path
 import nbformat
 
 from .notebook import GRADER_KEY, cell_grader_id
+from .spec import assignment_key_from_filename, find_spec_file, load_assignment
 
 BEGIN = re.compile(r"^(?P<indent>[ \t]*)#+\s*BEGIN SOLUTION\b")
 END = re.compile(r"^[ \t]*#+\s*END SOLUTION\b")
@@ -87,9 +91,35 @@ def student_notebook(nb, name: str = ""):
             digest = hashlib.sha1(f"{i}\0{cell.source}".encode()).hexdigest()[:8]
             cell["id"] = cell_grader_id(cell) or f"cell-{digest}"
         cells.append(cell)
+    key = assignment_key_from_filename(name)
+    if key is not None:
+        cells.append(submitting_cell(name, key))
     nb.cells = cells
     nb.metadata.setdefault(GRADER_KEY, {})["generated"] = cells_digest(cells)
     return nb
+
+
+def submitting_cell(name: str, key: str):
+    """The handout's last cell: how to submit, and what the graded cells may not use."""
+    text = (f"## Submitting\n\nSubmit **`work/{name}.ipynb`**, the notebook you worked in (`make start A={key}` "
+            f"made it), under that name, to the assignment on Gradescope: upload the file itself. Before you do, "
+            f"run `make grade A={key}`: it grades that very file as the course's grader will, on the public tests "
+            f"(the grader adds hidden cases). Only the graded cells are run, so keep your experiments in other "
+            f"cells.")
+    try:
+        find_spec_file(key)
+    except LookupError:
+        forbidden = []
+    else:
+        forbidden = load_assignment(key).forbidden
+    if forbidden:
+        names = ", ".join(f"`{r}`" for r in dict.fromkeys(forbidden))
+        text += (f"\n\n**Not allowed in graded cells:** {names} (a rule `x.y` covers everything under it; "
+                 f"`*.y` is `y` under any name). The grader reads each graded cell's code (imports and attribute "
+                 f"uses, not comments or strings) and a part that uses one scores 0, with a message naming the "
+                 f"line. This is the code you are asked to write yourself.")
+    digest = hashlib.sha1(text.encode()).hexdigest()[:8]
+    return nbformat.v4.new_markdown_cell(text, id=f"submitting-{digest}")
 
 
 def cells_digest(cells) -> str:

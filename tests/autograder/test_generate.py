@@ -1,5 +1,6 @@
 """The student-notebook generator."""
 import copy
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -84,3 +85,14 @@ def test_generated_notebook_scores_zero_with_not_implemented(grade):
     assert r.score == 0 and r.max_score == sum(FULL.values()) and r.status == "ok"
     for t in r.tests:
         assert "not implemented yet: this part is not started (its cells" in t.message
+
+
+def test_every_handout_ends_with_how_to_submit_and_what_is_forbidden():
+    """The forbidden names come from the spec: a student reads them in the handout, not from a 0."""
+    nb = nbformat.read(str(GENERATED / "a0_demo.ipynb"), as_version=4)
+    last = nb.cells[-1].source
+    assert last.startswith("## Submitting") and "`work/a0_demo.ipynb`" in last and "make grade A=a0" in last
+    assert "**Not allowed in graded cells:** `numpy.square`" in last
+    repo = Path(__file__).resolve().parents[2]
+    a6 = nbformat.read(str(repo / "assignments" / "a6_data_parallel.ipynb"), as_version=4).cells[-1].source
+    assert "make start A=a6" in a6 and "**Not allowed in graded cells:** `minigrad.distributed`" in a6
