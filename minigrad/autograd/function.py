@@ -71,7 +71,9 @@ class Edge(tuple):
 
 
 def _snake(name):
-    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower()
+    """``LeakyReLU`` -> ``leaky_relu``, ``XMLParse`` -> ``xml_parse``: a capital starts a word only where a
+    lower-case letter follows it, so acronyms stay whole (``ReLU`` is ``relu``, not ``re_lu``)."""
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z][a-z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).lower()
 
 
 class Function:

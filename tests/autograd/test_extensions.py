@@ -114,3 +114,9 @@ def test_graph_edges_are_named_and_still_tuples():
     assert edge.shape == (3,) and edge.dtype == np.float32
     node, shape, dtype = edge                    # the tuple protocol the a1 notebook teaches
     assert node is edge.node and repr(y.grad_fn) == "<Mul>"
+
+
+def test_op_names_keep_acronyms_whole():
+    from minigrad.autograd.function import _snake
+    assert [_snake(n) for n in ("ReLU", "LeakyReLU", "XMLParse", "LogSoftmax", "Square")] == \
+        ["relu", "leaky_relu", "xml_parse", "log_softmax", "square"]

@@ -153,7 +153,7 @@ def test_generated_notebook_scores_zero_and_says_not_started_once_per_part(a1, t
 
 
 def test_engine_messages_name_the_students_op_and_input(a1, tmp_path):
-    """minigrad's engine says "re_lu" and "input 1"; the feedback says ReLU and `b`, as the student wrote."""
+    """minigrad's engine says "relu" and "input 1"; the feedback says ReLU and `b`, as the student wrote."""
     bad = {"a1-relu": "class ReLU(Function):\n    @staticmethod\n    def forward(ctx, x):\n"
                       "        ctx.save_for_backward(x > 0)\n        return x * (x > 0)\n\n"
                       "    @staticmethod\n    def backward(ctx, grad):\n        mask, = ctx.saved_tensors\n"
@@ -164,7 +164,7 @@ def test_engine_messages_name_the_students_op_and_input(a1, tmp_path):
                      "        return grad * b, (grad * a).ravel()\n"}
     r = grade(a1, solution_with(tmp_path / "names.ipynb", bad))
     relu, mul = result_of(r, "part1/ReLU").message, result_of(r, "part1/Mul").message
-    assert relu.count("ReLU: ") and "`x`" in relu and "re_lu" not in relu and "input 0" not in relu, relu
+    assert relu.count("ReLU: ") and "`x`" in relu and "relu:" not in relu and "input 0" not in relu, relu
     assert "Mul: " in mul and "`b`" in mul and "input 1" not in mul, mul
 
 

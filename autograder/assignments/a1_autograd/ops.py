@@ -126,7 +126,7 @@ def _run_op(ns, case, names, call):
 
 
 def _say_as_written(err, ns):
-    """minigrad's engine names an op by its ``Function.name`` ("re_lu") and an input by its position
+    """minigrad's engine names an op by its ``Function.name`` ("leaky_relu") and an input by its position
     ("input 1"); say both as the student wrote them: the class name and forward's parameter name."""
     from minigrad.autograd import Function
     msg = str(err)
