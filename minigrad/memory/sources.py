@@ -12,8 +12,12 @@ never imports cupy.
 import numpy as np
 
 
+ALIGN = 64   # bytes: a cache line, and what AVX-512 loads want (NumPy's own arrays are 16-byte aligned)
+
+
 class CPUSource:
-    """Real host memory: every segment is a fresh ``numpy.empty(nbytes, uint8)`` arena.
+    """Real host memory: every segment is a fresh ``numpy.empty(nbytes + ALIGN, uint8)`` arena, its
+    address rounded up to ``ALIGN`` (blocks are multiples of 512 bytes, so every block is aligned too).
 
     NumPy reports these allocations to ``tracemalloc``, so on CPU the pool's reserved bytes can be
     checked against an independent count. Releasing a segment drops the arena; NumPy frees it once no
@@ -28,14 +32,15 @@ class CPUSource:
         if self.capacity is not None and self.in_use + nbytes > self.capacity:
             return None
         try:
-            arena = np.empty(nbytes, dtype=np.uint8)
+            arena = np.empty(nbytes + ALIGN, dtype=np.uint8)
         except MemoryError:
             return None
         self.in_use += nbytes
-        return arena.__array_interface__["data"][0], arena
+        address = arena.__array_interface__["data"][0]
+        return address + (-address) % ALIGN, arena
 
     def release(self, handle):
-        self.in_use -= handle.nbytes
+        self.in_use -= handle.nbytes - ALIGN
 
 
 class SimulatedSource:
