@@ -15,9 +15,11 @@ is built once per shape and reused by every call (a compiled graph always sees t
 Threads: blocks are independent, and a NumPy ufunc releases the GIL while its loop runs, so the blocks are
 split into ``THREADS`` contiguous runs, one per thread (PyTorch's inductor parallelises its fused loops the
 same way). Each thread has its own block buffers: the peak of temporaries is the output plus
-``threads x buffers x block`` elements (``temporaries_bytes``). A ufunc call costs about a microsecond of
-Python (holding the GIL) whatever its size, which is why blocks are a few hundred KB and not the L1's 48 KB:
-smaller blocks make that fixed cost dominate, and the threads then queue on the GIL instead of computing.
+``threads x buffers x block`` elements (``temporaries_bytes``), and, while a broadcasting ufunc runs,
+NumPy's own iterator buffers (``np.getbufsize()`` elements per operand, as in eager code). A ufunc call
+costs a fraction of a microsecond of Python (holding the GIL) whatever its size, which is why blocks are a
+few hundred KB and not the L1's 48 KB: smaller blocks make that fixed cost dominate, and the threads then
+queue on the GIL instead of computing.
 """
 import contextvars
 import functools
