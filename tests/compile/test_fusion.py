@@ -204,3 +204,17 @@ def test_a_forked_child_gets_its_own_thread_pool(monkeypatch):
     assert blocked._executor(2) is pool
     monkeypatch.setattr(blocked, "_pool", (pool, 2, -1))        # as if made by the parent of a fork
     assert blocked._executor(2) is not pool
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_every_op_fused_gives_eagers_bits_in_low_precision(dtype):
+    rng = np.random.default_rng(1)
+    x = mg.tensor(rng.standard_normal((33, 40)).astype(dtype))
+    for name in sorted(UNARY):
+        fn = _build([name, "scalar_ops"])                      # literals become 0-d constants of the op's dtype
+        compiled = mg.compile(fn, block_size=128)
+        with mg.no_grad(), np.errstate(all="ignore"):
+            compiled(x)
+            got, want = compiled(x).numpy(), fn(x).numpy()
+        assert fused_kernels(compiled.graphs()[0]), name
+        assert got.dtype == dtype and np.array_equal(got, want, equal_nan=True), name
