@@ -1,6 +1,7 @@
 """The fusion pass: fused chains equal unfused ones (values and gradients) for every elementwise op and
 broadcasting pattern; chains are maximal and never cross a reduction or an escaping value; blocked
 kernels keep temporaries to a few blocks."""
+import os
 import tracemalloc
 
 import numpy as np
@@ -199,11 +200,41 @@ def test_an_error_in_a_worker_thread_reaches_the_caller_with_the_callers_errstat
             compiled(x)
 
 
-def test_a_forked_child_gets_its_own_thread_pool(monkeypatch):
-    pool = blocked._executor(2)
-    assert blocked._executor(2) is pool
-    monkeypatch.setattr(blocked, "_pool", (pool, 2, -1))        # as if made by the parent of a fork
-    assert blocked._executor(2) is not pool
+def _fused_in_a_child(compiled, x, conn):
+    with mg.no_grad():
+        conn.send(compiled(x).numpy())
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_runs_threaded_kernels_on_its_own_workers(monkeypatch):
+    import multiprocessing as mp
+    monkeypatch.setattr(blocked, "THREADS", 2)
+    x = mg.randn(8, 16)
+    compiled = mg.compile(lambda x: (x * 2.0).tanh() + 1.0, block_size=16)   # 8 blocks: 2 threads
+    with mg.no_grad():
+        compiled(x)
+        want = compiled(x).numpy()                                # the parent's workers exist now
+    ctx = mp.get_context("fork")
+    ours, theirs = ctx.Pipe()
+    child = ctx.Process(target=_fused_in_a_child, args=(compiled, x, theirs))
+    child.start()
+    try:
+        assert ours.poll(30), "the child hung: it waited on its parent's worker threads, which fork did not copy"
+        assert np.array_equal(ours.recv(), want)
+    finally:
+        child.join(5)
+        if child.is_alive():
+            child.kill()
+
+
+def test_a_pool_that_may_not_start_threads_runs_every_part_on_the_caller(monkeypatch):
+    capped = blocked._Workers()
+    capped.capped = True                                         # no thread may be started (a process rlimit)
+    monkeypatch.setattr(blocked, "_workers", capped)
+    monkeypatch.setattr(capped, "pid", os.getpid())
+    seen = []
+    blocked.in_parallel(seen.append, [1, 2, 3])
+    assert seen == [1, 2, 3] and capped.threads == []
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])

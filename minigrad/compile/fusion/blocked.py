@@ -24,12 +24,15 @@ queue on the GIL instead of computing.
 import contextvars
 import functools
 import os
-from concurrent.futures import ThreadPoolExecutor
+import queue
+import threading
 
 import numpy as np
 
 BLOCK = 65536   # elements per block and thread: 256 KB of float32 per buffer (L2 is 512 KB-2 MB per core)
-THREADS = os.cpu_count() or 1   # threads a fused kernel may use; 1 runs every block on the calling thread
+# threads a fused kernel may use: the CPUs this process may run on (os.cpu_count() where unknown); 1 runs
+# every block on the calling thread. A module-level setting: blocked.THREADS = 1
+THREADS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 MIN_BLOCKS_PER_THREAD = 4       # a thread costs tens of us to wake: give each at least ~0.2 ms of work
 
 
@@ -106,18 +109,46 @@ def _run_blocks(body, inputs, out, bufs, entries):
         body(*[x if i is None else x[i] for x, i in zip(inputs, idx)], o, t)
 
 
-_pool = (None, 0, 0)   # (executor, its workers, the pid that made it: a forked child needs its own)
+class _Workers:
+    """Threads that run ``(context, fn, part, done)`` tasks from one queue, started once and reused.
+
+    A process that may not start more threads (an rlimit on processes, as in the autograder's sandbox)
+    just has fewer workers (``capped``); the caller then runs the parts nobody took itself."""
+
+    def __init__(self):
+        self.pid, self.tasks, self.threads, self.capped = os.getpid(), queue.SimpleQueue(), [], False
+
+    def grow(self, n):
+        while len(self.threads) < n and not self.capped:
+            t = threading.Thread(target=self._serve, name="minigrad-fused", daemon=True)
+            try:
+                t.start()
+            except RuntimeError:   # "can't start new thread"
+                self.capped = True
+                break
+            self.threads.append(t)
+        return len(self.threads)
+
+    def _serve(self):
+        while True:
+            ctx, fn, part, done = self.tasks.get()
+            try:
+                ctx.run(fn, part)
+                done.put(None)
+            except BaseException as e:   # handed to the caller, which re-raises it
+                done.put(e)
 
 
-def _executor(n):
-    global _pool
-    pool, size, pid = _pool
-    if pool is None or size < n or pid != os.getpid():
-        if pool is not None and pid == os.getpid():
-            pool.shutdown(wait=False)
-        pool = ThreadPoolExecutor(n, thread_name_prefix="minigrad-fused")
-        _pool = (pool, n, os.getpid())
-    return pool
+_workers = None
+
+
+def _pool(n):
+    """The process's workers, grown to ``n`` threads where possible (a forked child starts its own)."""
+    global _workers
+    if _workers is None or _workers.pid != os.getpid():
+        _workers = _Workers()
+    _workers.grow(n)
+    return _workers
 
 
 def threads_for(n_blocks, threads=None):
@@ -127,19 +158,27 @@ def threads_for(n_blocks, threads=None):
 
 
 def in_parallel(fn, parts):
-    """``fn(part)`` for each part, the first on this thread and the others on the pool; re-raises errors.
+    """``fn(part)`` for each part, the first on this thread and the others on the workers; returns when
+    all are done and re-raises the first error.
 
     Each task runs in a copy of the caller's context, so ``np.errstate`` (a context variable) applies in
     the workers as it does here."""
-    ctx = contextvars.copy_context()
-    futures = [_executor(len(parts) - 1).submit(ctx.copy().run, fn, p) for p in parts[1:]]
+    pool = _pool(len(parts) - 1)
+    given = parts[1:1 + len(pool.threads)]
+    ctx, done = contextvars.copy_context(), queue.SimpleQueue()
+    for p in given:
+        pool.tasks.put((ctx.copy(), fn, p, done))
+    error = None
     try:
-        fn(parts[0])
-    finally:
-        results = [f.exception() for f in futures]
-    for e in results:
-        if e is not None:
-            raise e
+        for p in [parts[0]] + parts[1 + len(given):]:   # this thread's share and what no worker could take
+            fn(p)
+    except BaseException as e:
+        error = e
+    for _ in given:   # never leave while a worker still writes into the output
+        e = done.get()
+        error = error or e
+    if error is not None:
+        raise error
 
 
 def split(entries, n):
