@@ -83,12 +83,6 @@ def view_index(xshape, index, ndim):
     return tuple(idx) if idx else None
 
 
-def view(x, index, ndim):
-    """The part of input ``x`` that block ``index`` of an ``ndim``-d output reads."""
-    i = view_index(np.shape(x), index, ndim) if isinstance(x, np.ndarray) else None
-    return x if i is None else x[i]
-
-
 @functools.lru_cache(maxsize=256)
 def block_plan(shape, input_shapes, block):
     """``[(out_index, [input index or None, ...], short), ...]`` for every block, and the buffers' shape;
@@ -139,16 +133,19 @@ class _Workers:
                 done.put(e)
 
 
-_workers = None
+_workers, _workers_lock = None, threading.Lock()
+if hasattr(os, "register_at_fork"):   # a child forked while another thread held the lock gets a free one
+    os.register_at_fork(after_in_child=lambda: globals().update(_workers_lock=threading.Lock()))
 
 
 def _pool(n):
     """The process's workers, grown to ``n`` threads where possible (a forked child starts its own)."""
     global _workers
-    if _workers is None or _workers.pid != os.getpid():
-        _workers = _Workers()
-    _workers.grow(n)
-    return _workers
+    with _workers_lock:
+        if _workers is None or _workers.pid != os.getpid():
+            _workers = _Workers()
+        _workers.grow(n)
+        return _workers
 
 
 def threads_for(n_blocks, threads=None):
@@ -201,14 +198,10 @@ def run_forward(body, inputs, out, buffer_dtypes, block=BLOCK, threads=None):
     """``body(*input_views, out_view, buffers)`` for each block of ``out``; buffers are reused."""
     shapes = tuple(x.shape if isinstance(x, np.ndarray) else () for x in inputs)
     entries, bshape = block_plan(out.shape, shapes, block)
-    n = threads_for(len(entries), threads)
 
-    def run(part):
+    def run(part):   # each thread: its own buffers
         _run_blocks(body, inputs, out, [np.empty(bshape, dt) for dt in buffer_dtypes], part)
-    if n == 1:
-        run(entries)
-    else:
-        in_parallel(run, split(entries, n))
+    _split_over_threads(run, entries, threads)
     return out
 
 
@@ -225,9 +218,13 @@ def run_backward(body, inputs, grad, wanted, dtypes, block=BLOCK, alloc=np.empty
             for g, p in zip(grads, parts):
                 if g is not None:
                     np.copyto(g if index is None else g[index], p)
+    _split_over_threads(run, entries, threads)
+    return grads
+
+
+def _split_over_threads(run, entries, threads):
     n = threads_for(len(entries), threads)
     if n == 1:
         run(entries)
     else:
         in_parallel(run, split(entries, n))
-    return grads
