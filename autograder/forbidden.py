@@ -3,7 +3,12 @@
 A rule is a dotted name: ``"minigrad.memory"`` forbids importing that module or anything in it, and any
 attribute chain that resolves to it (``mg.memory.enable``, with ``mg`` bound by ``import minigrad as mg``
 in the cell or the spec's preamble). ``"F.conv2d"`` forbids that chain on a name the cell never binds, and
-``"*.softmax"`` forbids the attribute on any object (``logits.softmax(1)``).
+``"*.softmax"`` forbids the attribute on any object (``logits.softmax(1)``). ``"=minigrad.compile"`` (a
+leading ``=``) forbids exactly that name and none under it: ``mg.compile(fn)``, ``c = mg.compile``,
+``getattr(mg, "compile")`` are uses, ``mg.compile.ir.Graph`` and ``from minigrad.compile import Graph`` are
+not (a7 forbids the callable ``mg.compile``, which would fuse for the student, while the student builds on
+the IR under it). An ``import`` statement that merely binds the exact name (``import minigrad.compile as
+c``, ``from minigrad import compile``) is no use either; what the cell then does with the name is checked.
 
 Reading the tree instead of the text means that a student's own ``class CachingAllocator``, a comment or a
 string that mentions a forbidden name is no use of it, while the indirect routes still are:
@@ -31,9 +36,11 @@ class Use:
 _OWN = "<cell>."     # the prefix of names the cell binds to its own objects: no rule names them
 
 
-def _matches(dotted: str, rule: str) -> bool:
+def _matches(dotted: str, rule: str, binding: bool = False) -> bool:
     if rule.startswith("*."):
         return rule[2:] in dotted.split(".")[1:]
+    if rule.startswith("="):
+        return not binding and dotted == rule[1:]
     return dotted == rule or dotted.startswith(rule + ".")
 
 
@@ -41,13 +48,14 @@ class _Scanner(ast.NodeVisitor):
     def __init__(self, rules: list[str], bindings: dict[str, str]):
         self.rules = rules
         self.bound = dict(bindings)                       # name -> the dotted name it refers to
-        self.packages = {r.split(".")[0] for r in rules if not r.startswith("*.")}
+        self.packages = {r.lstrip("=").split(".")[0] for r in rules if not r.startswith("*.")}
         self.uses: list[Use] = []
 
     # -- recording
-    def _check(self, node, dotted: str, written: list[str] | None = None) -> bool:
+    def _check(self, node, dotted: str, written: list[str] | None = None, binding: bool = False) -> bool:
+        """Record a use of ``dotted`` if a rule forbids it; ``binding``: an import statement names it."""
         for rule in self.rules:
-            if _matches(dotted, rule):
+            if _matches(dotted, rule, binding):
                 parts = written or dotted.split(".")
                 keep = len(parts) if rule.startswith("*.") else max(1, len(parts) - (len(dotted.split("."))
                                                                                    - len(rule.split("."))))
@@ -85,7 +93,7 @@ class _Scanner(ast.NodeVisitor):
     # -- statements that bind names
     def visit_Import(self, node):
         for a in node.names:
-            self._check(node, a.name)
+            self._check(node, a.name, binding=True)
             if a.asname:
                 self.bound[a.asname] = a.name
             else:
@@ -97,7 +105,7 @@ class _Scanner(ast.NodeVisitor):
             return
         for a in node.names:
             dotted = f"{node.module}.{a.name}" if a.name != "*" else node.module
-            self._check(node, dotted)
+            self._check(node, dotted, binding=True)
             if a.name != "*":
                 self.bound[a.asname or a.name] = dotted
 

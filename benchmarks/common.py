@@ -57,6 +57,13 @@ def try_import_torch(threads):
     return torch
 
 
+def quiet_inductor(torch):
+    """Make torch.compile build its kernels in this process: inductor's default pool of compile workers
+    keeps starting up (each imports torch: seconds of CPU) while the timed runs go on, on the same cores."""
+    import torch._inductor.config as config
+    config.compile_threads = 1
+
+
 def table(rows, headers):
     widths = [max(len(str(h)), *(len(str(r[i])) for r in rows)) for i, h in enumerate(headers)]
     line = "  ".join(str(h).ljust(w) for h, w in zip(headers, widths))

@@ -59,6 +59,46 @@ def test_own_names_comments_and_strings_are_not_uses(src):
     assert uses(src) == []
 
 
+
+EXACT = ["=minigrad.compile", "minigrad.memory"]
+
+
+def exact_uses(src):
+    return [(u.line, u.written, u.rule) for u in forbidden_uses(src, EXACT, PREAMBLE)]
+
+
+@pytest.mark.parametrize("src, written", [
+    ("f = mg.compile(fn)", "mg.compile"),
+    ("@mg.compile\ndef f(x):\n    return x", "mg.compile"),
+    ("c = mg.compile\nf = c(fn)", "mg.compile"),
+    ("import minigrad\nf = minigrad.compile(fn)", "minigrad.compile"),
+    ("from minigrad import compile\nf = compile(fn)", "compile"),                # the import binds, the call uses
+    ("import minigrad.compile as mc\nf = mc(fn)", "mc"),
+    ("f = getattr(mg, 'compile')(fn)", "minigrad.compile"),
+    ("import importlib\nf = importlib.import_module('minigrad.compile')(fn)", "minigrad.compile"),
+])
+def test_an_exact_rule_finds_the_name_itself(src, written):
+    found = exact_uses(src)
+    assert found and found[0][1:] == (written, "=minigrad.compile"), found
+
+
+@pytest.mark.parametrize("src", [
+    "g = mg.compile.ir.Graph(nodes, out)",                                  # the names under it stay allowed
+    "from minigrad.compile import Graph, Node\nfrom minigrad.compile.fusion import fusible",
+    "import minigrad.compile.ir as ir\ng = ir.Graph(nodes, out)",
+    "import minigrad.compile as mc\ng = mc.Node('call_op', op)",             # binding the name is no use
+    "from minigrad import compile",
+    "fn = graph.compile()",                                                 # the student's own object
+    "def compile(x):\n    return x\n\ny = compile(1)",
+])
+def test_an_exact_rule_leaves_the_names_under_it_alone(src):
+    assert exact_uses(src) == []
+
+
+def test_an_exact_rule_sits_beside_prefix_rules():
+    assert exact_uses("from minigrad.memory import allocator")[0][2] == "minigrad.memory"
+    assert exact_uses("x = mg.compile.explain(fn)") == []
+
 def test_lines_are_the_cells(make_sub, grade):
     src = "import numpy as np\n# np.square would be borrowing\n\ndef square(x):\n    return np.square(x)\n"
     t = get_test(grade(make_sub({"a0-square": src})), "part1/forward")

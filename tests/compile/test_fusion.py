@@ -1,6 +1,7 @@
 """The fusion pass: fused chains equal unfused ones (values and gradients) for every elementwise op and
 broadcasting pattern; chains are maximal and never cross a reduction or an escaping value; blocked
 kernels keep temporaries to a few blocks."""
+import os
 import tracemalloc
 
 import numpy as np
@@ -110,7 +111,7 @@ def test_fused_chain_temporaries_stay_within_a_few_blocks():
     w, b = mg.randn(1 << 20), mg.randn(1)
     compiled = mg.compile(lambda x, w, b: chain(x, w, b), block_size=blocked.BLOCK)
     with mg.no_grad():
-        compiled(x, w, b)
+        compiled(x, w, b), compiled(x, w, b)   # trace, then run the kernel once (its code, the threads)
         tracemalloc.start()
         tracemalloc.reset_peak()
         out = compiled(x, w, b)
@@ -119,15 +120,20 @@ def test_fused_chain_temporaries_stay_within_a_few_blocks():
         want = chain(x, w, b)
     np.testing.assert_allclose(out.numpy(), want.numpy(), rtol=2e-6, atol=1e-6)
     kernel, = fused_kernels(compiled.graphs()[0])
-    block_bytes = blocked.BLOCK * 4
-    assert peak <= out.nbytes + (len(kernel.buffer_dtypes) + 1) * block_bytes   # the goal: <= output + one block
+    buffers = blocked.temporaries_bytes(out.shape, kernel.buffer_dtypes)   # one block per buffer and thread
+    threads = blocked.threads_for(16)
+    assert buffers == threads * len(kernel.buffer_dtypes) * blocked.BLOCK * 4
+    numpy_scratch = threads * 65536   # NumPy's iterator buffers while a broadcasting ufunc runs (eager: the same)
+    assert peak <= out.nbytes + buffers + numpy_scratch   # the goal: the output + one block (per thread)
     assert len(kernel.buffer_dtypes) <= 1   # buffers are reused once their value is dead; out is one
 
 
 def test_generated_sources_are_shown_by_explain():
     e = mg.compile.explain(lambda x: (x * 2.0 + 1.0).relu(), mg.randn(3))
     text = str(e)
-    assert "np.multiply(x0, 2.0, out=out)" in text and "np.maximum(out, 0.0, out=out)" in text   # in place
+    assert "np.multiply(x0, c0, out=out)      # mul: v0 = x0 * 2.0" in text                     # in place
+    assert "np.maximum(out, c2, out=out)      # relu: v2 = maximum(v1, 0.0)" in text
+    assert "c0 = np.array(2.0, 'float32')" in text and "c2 = np.array(0.0, 'float32')" in text
     assert "cupy.ElementwiseKernel('float32 x0', 'float32 y')" in text
     assert len(e.kernels) == 1 and "backward" in e.kernels[0].sources()
 
@@ -158,3 +164,88 @@ def test_options_passed_by_keyword_fuse_like_positional_ones():
     kernel, = fused_kernels(c.graphs()[0])
     assert [s.op_name for s in kernel.steps] == ["mul", "gelu", "clamp", "add"]
     np.testing.assert_allclose(out.numpy(), want.numpy(), rtol=1e-6, atol=1e-6)
+
+
+def _gelu_norm(x, mu, g):
+    y = 0.5 * x * (1.0 + (0.7978845608028654 * (x + 0.044715 * (x * x * x))).tanh())
+    return (y - mu) * g + 1.0
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_threads_and_literal_constants_give_eagers_bits(monkeypatch, threads):
+    monkeypatch.setattr(blocked, "THREADS", threads)
+    rng = np.random.default_rng(0)
+    x, mu, g = (mg.tensor(rng.standard_normal(s).astype(np.float32), requires_grad=True)
+                for s in [(64, 96), (64, 1), (96,)])
+    compiled = mg.compile(_gelu_norm, block_size=256)          # 24 blocks: 8 per thread
+    compiled(x, mu, g)
+    kernel, = fused_kernels(compiled.graphs()[0])
+    assert blocked.threads_for(24) == threads and "c0 = np.array(0.5, 'float32')" in kernel.numpy_source
+    got, got_grads = _grads(compiled, [x, mu, g])
+    want, want_grads = _grads(_gelu_norm, [x, mu, g])
+    assert np.array_equal(got, want)                            # float32, bit for bit: same ops, same order
+    for a, b in zip(got_grads, want_grads):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)  # backward recomputes: another order of ops
+
+
+def test_an_error_in_a_worker_thread_reaches_the_caller_with_the_callers_errstate(monkeypatch):
+    monkeypatch.setattr(blocked, "THREADS", 2)
+    x = mg.ones(8, 16)
+    x.data[-1, -1] = -1.0                                       # only the last block (the worker's) is invalid
+    compiled = mg.compile(lambda x: (x * 2.0).log() + 1.0, block_size=16)
+    with mg.no_grad(), np.errstate(invalid="ignore"):
+        compiled(x)
+        assert np.isnan(compiled(x).numpy()[-1, -1])
+        with np.errstate(invalid="raise"), pytest.raises(FloatingPointError):
+            compiled(x)
+
+
+def _fused_in_a_child(compiled, x, conn):
+    with mg.no_grad():
+        conn.send(compiled(x).numpy())
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_runs_threaded_kernels_on_its_own_workers(monkeypatch):
+    import multiprocessing as mp
+    monkeypatch.setattr(blocked, "THREADS", 2)
+    x = mg.randn(8, 16)
+    compiled = mg.compile(lambda x: (x * 2.0).tanh() + 1.0, block_size=16)   # 8 blocks: 2 threads
+    with mg.no_grad():
+        compiled(x)
+        want = compiled(x).numpy()                                # the parent's workers exist now
+    ctx = mp.get_context("fork")
+    ours, theirs = ctx.Pipe()
+    child = ctx.Process(target=_fused_in_a_child, args=(compiled, x, theirs))
+    child.start()
+    try:
+        assert ours.poll(30), "the child hung: it waited on its parent's worker threads, which fork did not copy"
+        assert np.array_equal(ours.recv(), want)
+    finally:
+        child.join(5)
+        if child.is_alive():
+            child.kill()
+
+
+def test_a_pool_that_may_not_start_threads_runs_every_part_on_the_caller(monkeypatch):
+    capped = blocked._Workers()
+    capped.capped = True                                         # no thread may be started (a process rlimit)
+    monkeypatch.setattr(blocked, "_workers", capped)
+    monkeypatch.setattr(capped, "pid", os.getpid())
+    seen = []
+    blocked.in_parallel(seen.append, [1, 2, 3])
+    assert seen == [1, 2, 3] and capped.threads == []
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_every_op_fused_gives_eagers_bits_in_low_precision(dtype):
+    rng = np.random.default_rng(1)
+    x = mg.tensor(rng.standard_normal((33, 40)).astype(dtype))
+    for name in sorted(UNARY):
+        fn = _build([name, "scalar_ops"])                      # literals become 0-d constants of the op's dtype
+        compiled = mg.compile(fn, block_size=128)
+        with mg.no_grad(), np.errstate(all="ignore"):
+            compiled(x)
+            got, want = compiled(x).numpy(), fn(x).numpy()
+        assert fused_kernels(compiled.graphs()[0]), name
+        assert got.dtype == dtype and np.array_equal(got, want, equal_nan=True), name

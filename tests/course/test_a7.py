@@ -44,10 +44,14 @@ def test_spec_parts_cells_hidden_cases_and_forbidden_uses(a7):
         return bool(forbidden_hits(a7, src))
     for src in ("from minigrad.compile.fusion import find_chains", "from minigrad.compile import fuse",
                 "y = mg.compile.api.compile(fn)(x)", "from minigrad.ops.nn.flash_attention import FlashAttention",
-                "F.scaled_dot_product_attention(q, k, v)", "import torch", "FusedElementwise.apply(x)"):
+                "F.scaled_dot_product_attention(q, k, v)", "import torch", "FusedElementwise.apply(x)",
+                "y = mg.compile(fn)(x)", "@mg.compile\ndef f(x):\n    return x", "c = getattr(mg, 'compile')",
+                "from minigrad import compile as c\nc(fn)", "import minigrad.compile as mc\ng = mc(fn)"):
         assert forbidden(src), src
     for src in ("from minigrad.compile.fusion import fusible", "Node('call_op', FusedChain, args)",
-                "np.exp(s - m_new)", "Graph(nodes, output)"):
+                "np.exp(s - m_new)", "Graph(nodes, output)", "g = mg.compile.ir.Graph(nodes, out)",
+                "from minigrad.compile.ir import Node", "import minigrad.compile as mc\ng = mc.Graph(nodes, out)",
+                "fn = graph.compile()"):
         assert not forbidden(src), src
     assert not any(forbidden(c.source) for c in nb.cells if "grader" in c.metadata)
 
@@ -91,6 +95,10 @@ PLANTED = {
     "no_running_max_rescale": (
         {"part3/attention forward": 7.5, "part3/attention backward": 20 / 3, "part3/attention memory": 0},
         {"part3/attention forward": ["Right with one key block, wrong with several", "rescaled by exp(m_old - m_new)"]}),
+    "backward_through_mg_compile": (   # refused by the exact-name rule, not run: the whole part scores 0
+        {"part2/fused values": 0, "part2/fused gradients": 0, "part2/fused memory": 0},
+        {"part2/fused values": ["cell 'a7-fuse' line ", "uses `mg.compile`, which this assignment asks you to "
+                                                       "write yourself"]}),
     "backward_without_D": (
         {"part3/attention backward": 0},
         {"part3/attention backward": ["FlashAttention: backward: gradient w.r.t. `q` wrong at index", "numeric"]}),

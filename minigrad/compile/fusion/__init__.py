@@ -9,6 +9,9 @@ starts a chain of its own. A reduction, a matmul or any other op is never fusibl
 
     graph = fuse(graph)          # a new Graph; the input graph is not changed
     fused_kernels(graph)         # the FusedKernel objects, with their generated sources
+
+On the CPU a kernel runs block by block on a few threads: ``blocked.BLOCK`` elements per block and
+``blocked.THREADS`` threads (module-level settings; see blocked.py for the memory this costs).
 """
 from ..ir import Graph, Node, map_tree
 from .kernel import FusedElementwise, FusedKernel, Step

@@ -4,7 +4,9 @@
 
 * ``numpy_source``: the forward body run per block by ``blocked.run_forward``, one NumPy ufunc call with
   ``out=`` per op into reused block buffers (linear-scan buffer allocation: a buffer is reused as soon as
-  the value in it is dead; the output's own block is the first buffer), the last op writing the output;
+  the value in it is dead; the output's own block is the first buffer), the last op writing the output.
+  Literals are 0-d arrays of their op's dtype, bound once next to the function (``c0 = np.array(0.5,
+  'float32')``): NumPy converts a Python float on every call, and a kernel makes one call per op per block;
 * ``backward_source``: per block, recompute the chain's values, then sweep it in reverse (the chain rule,
   from the table's gradient expressions) into the gradient of every input that needs one;
 * ``cupy_source``: the same two as ``cupy.ElementwiseKernel`` bodies (C++), used on a CUDA device.
@@ -54,7 +56,7 @@ class FusedKernel:
             for kind, ref in s.operands:
                 if kind == "v":
                     last[ref] = k
-        free, slot_of, dtypes = {}, {}, []
+        free, slot_of, dtypes, consts = {}, {}, [], {}
         if self.steps[-1].rule.lines is None:   # the output block is scratch space until the last op writes it
             free[np.dtype(self.steps[-1].dtype)] = ["out"]
         lines = [f"def {self.name}({''.join(f'x{i}, ' for i in range(len(self.input_dtypes)))}out, t):"]
@@ -75,16 +77,44 @@ class FusedKernel:
                 slot_of[k] = slot
                 dest = "out" if slot == "out" else f"t[{slot}]"
             ops = [self._np_operand(o, slot_of) for o in s.operands]
+            const = self._constant_maker(s, consts)
             fast = s.rule.ufunc(ops, s.attrs) if s.rule.ufunc else None
             if s.rule.lines is not None:   # several in-place steps: dest must not alias an operand
-                lines += [f"    {line}      # {s.op_name}" for line in s.rule.lines(ops, s.attrs, dest)]
+                lines += [f"    {line}      # {s.op_name}" for line in s.rule.lines(ops, s.attrs, dest, const)]
                 for ref in dying:
                     free.setdefault(np.dtype(self.steps[ref].dtype), []).append(slot_of[ref])
             elif fast is not None:
-                lines.append(f"    np.{fast[0]}({', '.join(fast[1])}, out={dest})      # {s.op_name}")
+                args = ", ".join(const(a) for a in fast[1])
+                lines.append(f"    np.{fast[0]}({args}, out={dest})      # {s.op_name}: {self._value(k)}")
             else:
                 lines.append(f"    np.copyto({dest}, {s.rule.expr(ops, s.attrs)})      # {s.op_name}")
-        return "\n".join(lines) + "\n", dtypes
+        header = [f"{name} = np.array({text}, '{dt}')" for (text, dt), name in consts.items()]
+        if header:
+            header.insert(0, "# literals as 0-d arrays of their op's dtype: NumPy would convert a Python float "
+                             "on every call")
+        return "\n".join(header + lines) + "\n", dtypes
+
+    def _value(self, k):
+        """'v3 = v2 * 0.5': what step ``k`` computes, in the backward's names (a comment in the source)."""
+        s = self.steps[k]
+        expr = s.rule.expr([_ref(o) for o in s.operands], s.attrs)
+        return f"v{k} = {expr[1:-1] if expr.startswith('(') and expr.endswith(')') else expr}"
+
+    def _constant_maker(self, step, consts):
+        """``const(operand)``: a literal operand as the name of a 0-d array constant (c0, c1, ...) of the
+        step's dtype, anything else unchanged. NumPy casts a Python float to the other operand's dtype
+        (NEP 50), so this computes the same values; only when every array operand has the step's dtype."""
+        dtypes = [self.input_dtypes[ref] if kind == "in" else np.dtype(self.steps[ref].dtype)
+                  for kind, ref in step.operands if kind != "lit"]
+        dt = np.dtype(step.dtype)
+        if any(d != dt for d in dtypes):
+            return lambda a: a
+
+        def const(a):
+            if not _is_literal(a):
+                return a
+            return consts.setdefault((a, dt.name), f"c{len(consts)}")
+        return const
 
     @staticmethod
     def _np_operand(operand, slot_of):
@@ -186,9 +216,18 @@ class FusedKernel:
         """All generated code, for ``explain`` and the lecture."""
         wanted = [d.kind == "f" for d in self.input_dtypes]
         ins, outs, op = self.cupy_forward_source()
-        return (f"# --- {self.name}: NumPy forward, run per block of {self.block} elements ---\n"
+        return (f"# --- {self.name}: NumPy forward, run per block of {self.block} elements on up to "
+                f"{blocked.THREADS} thread(s) ---\n"
                 f"{self.numpy_source}\n# --- NumPy backward (recomputes the chain per block) ---\n"
                 f"{self.backward_source(wanted)}\n# --- cupy.ElementwiseKernel('{ins}', '{outs}') ---\n{op};\n")
+
+
+def _is_literal(text):
+    try:
+        float(text)
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 def _ref(operand):

@@ -31,7 +31,8 @@ class Rule:
     grads: Callable                 # (ops, out, g, attrs) -> [expression or None per operand]
     ufunc: Optional[Callable] = None   # (ops, attrs) -> (numpy ufunc name, operands): the out= fast path
     attrs_ok: Callable = lambda attrs: True
-    lines: Optional[Callable] = None   # (ops, attrs, dest) -> ufunc calls using only ``dest`` as scratch
+    lines: Optional[Callable] = None   # (ops, attrs, dest, const) -> ufunc calls using only ``dest`` as
+    #                                    scratch; const(literal) -> the name the code reads it by
 
 
 def _bin(name, symbol, grads):
@@ -80,18 +81,18 @@ def _gelu_expr(o, attrs):
     return f"(0.5 * {x} * (1.0 + tanh({_K!r} * ({x} + {_C!r} * {x} * {x} * {x}))))"
 
 
-def _gelu_lines(o, attrs, dest):   # as the eager GELU: one buffer, every step in place
-    x = o[0]
-    return [f"np.multiply({x}, {x}, out={dest})", f"np.multiply({dest}, {_C!r}, out={dest})",
-            f"np.add({dest}, 1.0, out={dest})", f"np.multiply({dest}, {x}, out={dest})",
-            f"np.multiply({dest}, {_K!r}, out={dest})", f"np.tanh({dest}, out={dest})",
-            f"np.add({dest}, 1.0, out={dest})", f"np.multiply({dest}, 0.5, out={dest})",
+def _gelu_lines(o, attrs, dest, const=str):   # as the eager GELU: one buffer, every step in place
+    x, c, k, one, half = o[0], const(repr(_C)), const(repr(_K)), const("1.0"), const("0.5")
+    return [f"np.multiply({x}, {x}, out={dest})", f"np.multiply({dest}, {c}, out={dest})",
+            f"np.add({dest}, {one}, out={dest})", f"np.multiply({dest}, {x}, out={dest})",
+            f"np.multiply({dest}, {k}, out={dest})", f"np.tanh({dest}, out={dest})",
+            f"np.add({dest}, {one}, out={dest})", f"np.multiply({dest}, {half}, out={dest})",
             f"np.multiply({dest}, {x}, out={dest})"]
 
 
-def _clamp_lines(o, attrs, dest):
-    lo, hi = attrs
-    return [f"np.clip({o[0]}, {None if lo is None else _lit(lo)}, {None if hi is None else _lit(hi)}, out={dest})"]
+def _clamp_lines(o, attrs, dest, const=str):
+    lo, hi = (None if a is None else const(_lit(a)) for a in attrs)
+    return [f"np.clip({o[0]}, {lo}, {hi}, out={dest})"]
 
 
 def _gelu_grads(o, out, g, attrs):
