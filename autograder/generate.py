@@ -113,9 +113,9 @@ def submitting_cell(name: str, key: str):
     else:
         forbidden = load_assignment(key).forbidden
     if forbidden:
-        names = ", ".join(f"`{r}`" for r in dict.fromkeys(forbidden))
-        text += (f"\n\n**Not allowed in graded cells:** {names} (a rule `x.y` covers everything under it; "
-                 f"`*.y` is `y` under any name). The grader reads each graded cell's code (imports and attribute "
+        names = ", ".join(f"`{r[1:]}` itself" if r.startswith("=") else f"`{r}`" for r in dict.fromkeys(forbidden))
+        text += (f"\n\n**Not allowed in graded cells:** {names} (a name covers everything under it, except one "
+                 f"marked *itself*; `*.y` is `y` under any name). The grader reads each graded cell's code (imports and attribute "
                  f"uses, not comments or strings) and a part that uses one scores 0, with a message naming the "
                  f"line. This is the code you are asked to write yourself.")
     digest = hashlib.sha1(text.encode()).hexdigest()[:8]
