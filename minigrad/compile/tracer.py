@@ -53,7 +53,7 @@ _MAKE = Tensor._make.__code__
 
 def tensor_meta(t, where=""):
     return {"shape": tuple(t.shape), "dtype": t.data.dtype, "device": t.device,
-            "requires_grad": bool(t.requires_grad), "where": where}
+            "requires_grad": bool(t.requires_grad), "contiguous": bool(t.data.flags.c_contiguous), "where": where}
 
 
 class _Primitive:
@@ -77,6 +77,8 @@ class Tracer:
         self.prim = None      # the library call in progress, if any
         self.grad_enabled = is_grad_enabled()
         self.output = None
+        self.observed = []    # nodes of the tensors host reads looked at (piecewise replay keeps them real)
+        self.unsafe = []      # why replaying Python piecewise would double an effect (replay.py)
 
     # --- running -----------------------------------------------------------------------------------
     def run(self, fn, args, kwargs):
@@ -126,6 +128,8 @@ class Tracer:
             self.depth -= 1
         for a in args:  # changes made by the op itself (running statistics) are replayed with it
             if isinstance(a, Tensor) and id(a) in self.values:
+                if self.values[id(a)][2] != a._version_counter.value:
+                    self.unsafe.append(f"{op.name} changes an input in place ({frames.where(frame)})")
                 self.values[id(a)][2] = a._version_counter.value
                 if self.prim is not None:   # ... and so are the version bumps its library call adds
                     self.prim.touched.append(a)
@@ -143,6 +147,10 @@ class Tracer:
             if why is not None:
                 if not self.host:
                     self._graph_break(why, frame)
+                    t = frame.f_locals.get("self")
+                    entry = self.values.get(id(t))
+                    if entry is not None and entry[0] is t:
+                        self.observed.append(entry[1])
                 self.host.append(frame)
             elif self.prim is None and frames.kind(code) == "primitive" and frame.f_back is not None \
                     and frames.kind(frame.f_back.f_code) == "program":
@@ -162,6 +170,7 @@ class Tracer:
     # --- helpers -----------------------------------------------------------------------------------
     def _add(self, node):
         node.meta["segment"] = len(self.breaks)
+        node.meta["grad"] = is_grad_enabled()
         self.nodes.append(node)
         return node
 
@@ -201,6 +210,9 @@ class Tracer:
             self._graph_break(f"cannot record a call to {prim.frame.f_code.co_name}", prim.frame)
             return
         removed = set(self.nodes[prim.start:])   # an opaque call replaces what ran inside it
+        if any(n.kind == "call_op" for n in removed):
+            self.unsafe.append(f"{prim.frame.f_code.co_name} is recorded as one opaque call; its inner ops "
+                               f"would run again in Python ({frames.where(prim.frame)})")
         del self.nodes[prim.start:]
         self.values = {k: v for k, v in self.values.items() if v[1] not in removed}
         ins = map_tree(lambda a: self._ref(a, None) if isinstance(a, Tensor) else a, (prim.args, prim.kwargs))
@@ -224,6 +236,8 @@ class Tracer:
         brk = GraphBreak(reason, where, frames.source_line(frame) if frame is not None else "", len(self.breaks))
         if self.fullgraph:
             raise GraphBreakError(f"graph break under fullgraph=True: {brk}")
+        if reason.startswith("in-place"):
+            self.unsafe.append(f"{reason} ({brk.where})")
         self.breaks.append(brk)
 
     def _check_versions(self):
