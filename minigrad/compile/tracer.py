@@ -195,9 +195,16 @@ class Tracer:
         return node
 
     def _finish_primitive(self, prim, result):
+        made = {id(e[0].grad_fn): e[1] for e in self.values.values()
+                if e[0].grad_fn is not None and e[1].meta.get("segment") is not None and e[1] in
+                self.nodes[prim.start:]} if prim.touched else {}
         for t in prim.touched:
             entry = self.values.get(id(t))
             if entry is not None and entry[0] is t:
+                node = made.get(id(t.grad_fn))
+                if node is not None and node is not entry[1]:   # written in place: t now holds node's value
+                    entry[1] = node                             # (``y[0] = v``: SetItem, then rebased onto it)
+                    self.unsafe.append(f"in-place write into {node.name} ({frames.where(prim.frame)})")
                 entry[2] = t._version_counter.value
         outs = [result] if isinstance(result, Tensor) else \
             list(result) if isinstance(result, (tuple, list)) else []
@@ -241,12 +248,14 @@ class Tracer:
         self.breaks.append(brk)
 
     def _check_versions(self):
-        """Inputs and parameters changed in place outside any recorded op: replaying would skip it."""
+        """Tensors changed in place outside any recorded op (an input's ``sub_``, ``y[0] = v`` on a result
+        returned afterwards): replaying would skip the change."""
         for t, node, version in list(self.values.values()):
-            if node.kind in ("placeholder", "get_attr") and t._version_counter.value != version:
+            # a view took its base's counter after it was recorded: its base's entry speaks for it
+            if t._version_counter.value != version and not getattr(t, "_is_view", False):
                 self.values[id(t)][2] = t._version_counter.value
-                self._graph_break(f"in-place change of {node.name} (an input or parameter) outside a "
-                                  f"recorded op", None)
+                what = " (an input or parameter)" if node.kind in ("placeholder", "get_attr") else ""
+                self._graph_break(f"in-place change of {node.name}{what} outside a recorded op", None)
 
     def _segment(self, g, n_graphs):
         """Graph ``g``: its nodes, placeholders for what earlier graphs made, outputs for what later read."""
