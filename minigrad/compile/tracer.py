@@ -205,6 +205,9 @@ class Tracer:
                 if node is not None and node is not entry[1]:   # written in place: t now holds node's value
                     entry[1] = node                             # (``y[0] = v``: SetItem, then rebased onto it)
                     self.unsafe.append(f"in-place write into {node.name} ({frames.where(prim.frame)})")
+                elif entry[2] != t._version_counter.value:      # running statistics
+                    self.unsafe.append(f"{prim.frame.f_code.co_name} changes an input in place "
+                                       f"({entry[1].name}, {frames.where(prim.frame)})")
                 entry[2] = t._version_counter.value
         outs = [result] if isinstance(result, Tensor) else \
             list(result) if isinstance(result, (tuple, list)) else []

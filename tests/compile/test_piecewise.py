@@ -217,3 +217,114 @@ def test_dropout_value_recomputed_after_its_piece_ran_has_the_compiled_mask():
     mg.manual_seed(7)
     np.testing.assert_allclose(kept[-1].numpy(), F.dropout(x * 2.0, 0.5).exp().numpy(), rtol=1e-12)
     np.testing.assert_allclose(out.item(), kept[-1].numpy().sum() * 64, rtol=1e-12)
+
+
+class _BlockWithItem(nn.Module):
+    """Two transformer blocks with a Python decision on a value in the middle (a gradient-free rescale)."""
+
+    def __init__(self, d=16, dropout=0.0):
+        super().__init__()
+        self.b1 = nn.TransformerBlock(d, 2, causal=True, activation="gelu_tanh", dropout=dropout)
+        self.norm = nn.LayerNorm(d)
+        self.b2 = nn.TransformerBlock(d, 2, causal=False, activation="gelu", dropout=dropout)
+        self.act = nn.GELU(approximate="tanh")
+
+    def forward(self, x):
+        h = self.b1(x)
+        scale = h.pow(2.0).mean().item()      # graph break in the middle
+        h = self.act(self.norm(h)) * (1.0 / (1.0 + scale))
+        return self.b2(h)
+
+
+def _model_step(model, x):
+    for p in model.parameters():
+        p.grad = None
+    loss = (model(x) * x).sin().sum()
+    loss.backward()
+    return loss.item(), [p.grad.numpy().copy() for p in model.parameters()]
+
+
+def test_transformer_block_with_an_item_break_replays_piecewise_equal_to_eager():
+    mg.manual_seed(0)
+    model = _BlockWithItem().double()
+    c = mg.compile(model)
+    for _ in range(3):
+        x = mg.randn(2, 5, 16, dtype=mg.float64)
+        loss, grads = _model_step(c, x)
+        eager_loss, eager_grads = _model_step(model, x)
+        assert loss == pytest.approx(eager_loss, rel=1e-11)
+        for a, b in zip(grads, eager_grads):
+            np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+    assert c.stats == {"traces": 1, "replays": 0, "eager": 0, "piecewise": 2, "deopts": 0}
+    assert sum(n.target is FusedElementwise for g in c.graphs() for n in g.nodes) >= 1
+
+
+def test_transformer_dropout_piecewise_draws_as_eager():
+    mg.manual_seed(0)
+    model = _BlockWithItem(dropout=0.1).double()
+    c = mg.compile(model)
+    x = mg.randn(2, 5, 16, dtype=mg.float64)
+    c(x)
+    for seed in (5, 6):
+        mg.manual_seed(seed)
+        loss, grads = _model_step(c, x)
+        mg.manual_seed(seed)
+        eager_loss, eager_grads = _model_step(model, x)
+        assert loss == pytest.approx(eager_loss, rel=1e-11)
+        for a, b in zip(grads, eager_grads):
+            np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+    assert c.stats["piecewise"] == 2 and c.stats["deopts"] == 0
+
+
+def _bn_model():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bn = nn.BatchNorm1d(3)
+
+        def forward(self, x):
+            h = self.bn(x)
+            return h * h.abs().max().item()
+    return M().double()
+
+
+def _add_to_input(x):
+    with mg.no_grad():
+        x.add_(1.0)
+    return x * x.sum().item()
+
+
+@pytest.mark.parametrize("make, reason", [(lambda: _bn_model(), "changes an input in place"),
+                                          (lambda: _add_to_input, "in-place")])
+def test_traces_whose_python_cannot_run_twice_run_eagerly_and_say_why(make, reason):
+    eager_fn, compiled_fn = make(), make()
+    if isinstance(eager_fn, nn.Module):
+        compiled_fn.load_state_dict(eager_fn.state_dict())
+    c = mg.compile(compiled_fn)
+    x_eager, x_comp = mg.randn(4, 3, dtype=mg.float64), None
+    x_comp = x_eager.clone()
+    for _ in range(3):
+        np.testing.assert_allclose(c(x_comp).detach().numpy(), eager_fn(x_eager).detach().numpy(), rtol=1e-12)
+    np.testing.assert_allclose(x_comp.numpy(), x_eager.numpy())   # the input changed exactly as often
+    if isinstance(eager_fn, nn.Module):
+        np.testing.assert_allclose(compiled_fn.bn.running_mean.numpy(), eager_fn.bn.running_mean.numpy())
+    assert c.stats["eager"] == 2 and c.stats["piecewise"] == 0
+    why = next(iter(c.cache.values())).why_eager
+    assert reason in why
+    assert reason in str(mg.compile.explain(make(), mg.randn(4, 3, dtype=mg.float64)))
+
+
+def test_an_opaque_library_call_is_not_replayed_piecewise():
+    def f(x):
+        v = x.max(dim=1)[0]            # (values, indices): recorded as one opaque call of max
+        return v * v.sum().item()
+    c = mg.compile(f)
+    for _ in range(3):
+        x = mg.randn(4, 5, dtype=mg.float64)
+        np.testing.assert_allclose(c(x).numpy(), f(x).numpy(), rtol=1e-12)
+    assert c.stats["eager"] == 2 and "opaque call" in next(iter(c.cache.values())).why_eager
+
+
+def test_explain_says_how_later_calls_replay(capsys):
+    assert "Replay: piecewise" in str(mg.compile.explain(sign_branch, mg.ones(3)))
+    assert "Replay: whole graph" in str(mg.compile.explain(lambda x: x * 2, mg.ones(3)))
