@@ -27,7 +27,7 @@ _NUMBER = (int, float)
 
 
 class Piece:
-    """A run of ``call_op`` nodes compiled as one graph (``graph``), and its unfused twin for deopts."""
+    """A run of ``call_op`` nodes compiled as one graph (``graph``; ``build`` says how it was made)."""
 
     def __init__(self, nodes, index):
         self.nodes, self.index = nodes, index
@@ -35,8 +35,7 @@ class Piece:
         self.grad = nodes[0].meta["grad"]
         self.outputs = []        # nodes whose values leave the piece, in piece order
         self.out_index = {}      # node -> index in the graph's output tuple
-        self.sources = []        # per graph placeholder: the outside node, or (node, arg index) for a scalar
-        self.graph = self._eager = self._head = None
+        self.graph = self.build = None
         self.generators = [n.kwargs.get("generator") or default_generator
                            for n in nodes if "generator" in n.kwargs]   # dropout draws: snapshot their state
 
@@ -44,12 +43,19 @@ class Piece:
     def last(self):
         return self.nodes[-1]
 
+
+class Build:
+    """One build of a piece: what its placeholders are bound to (``sources``: an outside node, or (node,
+    arg index) for a number operand) and its unfused ops, which ``eager()`` re-runs for a stand-in whose
+    value the fused graph never made (a piece is rebuilt when an operand becomes dynamic)."""
+
+    def __init__(self, head, body, sources, name):
+        self.head, self.body, self.sources, self.name = head, body, sources, name
+        self._eager = None
+
     def eager(self):
-        """The piece's recorded ops, unfused, returning every node's value (re-running a piece for a
-        stand-in whose value the fused graph never made)."""
         if self._eager is None:
-            head, body = self._head
-            self._eager = Graph(head + body, tuple(body), name=f"piece_{self.index}_eager")
+            self._eager = Graph(self.head + self.body, tuple(self.body), name=f"{self.name}_eager")
             self._eager.compile()
         return self._eager
 
@@ -129,7 +135,7 @@ class Plan:
         if self.fuse:
             graph = fuse(graph, self.block)
         graph.compile()
-        piece.graph, piece.sources, piece._head, piece._eager = graph, sources, (head, body), None
+        piece.graph, piece.build = graph, Build(head, body, sources, graph.name)
 
     def graphs(self):
         return [p.graph for p in self.pieces]

@@ -153,10 +153,10 @@ def _restore(states):
 
 class PieceRun:
     """A compiled piece that ran: its inputs and random state, to compute a fused-away value on demand."""
-    __slots__ = ("piece", "inputs", "states", "handed")
+    __slots__ = ("piece", "build", "inputs", "states", "handed")
 
     def __init__(self, piece, inputs, states):
-        self.piece, self.inputs, self.states, self.handed = piece, inputs, states, []
+        self.piece, self.build, self.inputs, self.states, self.handed = piece, piece.build, inputs, states, []
 
     def resolve(self, pending):
         piece = self.piece
@@ -165,7 +165,7 @@ class PieceRun:
         _quiet[0] += 1
         try:
             with set_grad_enabled(piece.grad):
-                values = piece.eager()(self.inputs)
+                values = self.build.eager()(self.inputs)
         finally:
             _quiet[0] -= 1
             _restore(now)
@@ -278,7 +278,7 @@ class Call:
             t = self.env[node] = stand_in(node, self)
             self.pending.append((node, t, run))
             return t
-        inputs = [self.env[s] if isinstance(s, Node) else self.scalars[s] for s in piece.sources]
+        inputs = [self.env[s] if isinstance(s, Node) else self.scalars[s] for s in piece.build.sources]
         states = _states(piece.generators)
         _quiet[0] += 1
         try:

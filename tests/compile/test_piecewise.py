@@ -2,6 +2,7 @@
 compiled pieces; off the traced path they deoptimise to eager with the same values, gradients and draws."""
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import minigrad as mg
 import minigrad.nn.functional as F
@@ -94,6 +95,30 @@ def test_item_values_flow_into_later_ops_without_deopt():
     assert c.stats["piecewise"] == 3 and c.stats["deopts"] == 0
     graph = c.graphs()[-1]
     assert [n.name for n in graph.placeholders] == ["x", "mul_arg1", "add_arg1"]   # the floats became inputs
+
+
+_STEPS = [lambda t: t.tanh(), lambda t: t * 1.5, lambda t: t + 0.25, lambda t: t.sin(), lambda t: t.sigmoid(),
+          lambda t: t * t, lambda t: (t * 0.1).exp(), lambda t: t.sum(dim=-1, keepdim=True) - t]
+
+
+@settings(max_examples=25, deadline=None)
+@given(steps=st.lists(st.integers(0, len(_STEPS) - 1), min_size=2, max_size=8), cut=st.integers(0, 7),
+       seed=st.integers(0, 2 ** 16))
+def test_random_chains_with_a_break_and_python_branches_equal_eager(steps, cut, seed):
+    def f(x):
+        h = x
+        for k, i in enumerate(steps):
+            if k == cut % len(steps):
+                s = h.mean().item()
+                h = h * s if s > 0 else h - s       # Python control flow on the value read
+            h = _STEPS[i](h)
+        return h
+    c = mg.compile(f)
+    rng = np.random.default_rng(seed)
+    for _ in range(4):
+        x0 = rng.normal(size=(3, 4))
+        _assert_same(_value_and_grads(c, [x0]), _value_and_grads(f, [x0]), rtol=1e-10)
+    assert c.stats["traces"] == 1 and c.stats["piecewise"] + c.stats["eager"] == 3
 
 
 def sign_branch(x):
