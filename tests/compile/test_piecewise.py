@@ -353,3 +353,18 @@ def test_an_opaque_library_call_is_not_replayed_piecewise():
 def test_explain_says_how_later_calls_replay(capsys):
     assert "Replay: piecewise" in str(mg.compile.explain(sign_branch, mg.ones(3)))
     assert "Replay: whole graph" in str(mg.compile.explain(lambda x: x * 2, mg.ones(3)))
+
+
+def test_piecewise_on_the_device(device):
+    def f(x):
+        h = (x * 2.0).tanh() + 1.0
+        if h.sum() > 0:
+            h = h * h.mean().item()
+        return h.sigmoid()
+    c = mg.compile(f)
+    for sign in (1, 1, -1):
+        x = mg.tensor(sign * np.linspace(0.1, 1, 6), dtype=mg.float64, device=device)
+        out = c(x)
+        assert out.device == x.device
+        np.testing.assert_allclose(out.cpu().numpy(), f(x).cpu().numpy(), rtol=1e-12)
+    assert c.stats["piecewise"] == 2
