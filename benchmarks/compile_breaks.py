@@ -28,6 +28,19 @@ def chain(x, b):
     return (y * y + 1.0).sqrt()
 
 
+def make_step(fn, x, b, no_grad, backward):
+    """One timed call: forward under ``no_grad``, or forward + backward (minigrad and PyTorch alike)."""
+    def step():
+        if not backward:
+            with no_grad():
+                return fn(x, b)
+        x.grad = None
+        out = fn(x, b)
+        out.sum().backward()
+        return out
+    return step
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=1 << 22)
@@ -42,19 +55,9 @@ def main():
     x, b = mg.tensor(x0, requires_grad=args.backward), mg.tensor(b0)
     compiled = mg.compile(chain)
 
-    def step(fn, x, b):
-        if not args.backward:
-            with mg.no_grad():
-                return fn(x, b)
-        x.grad = None
-        out = fn(x, b)
-        out.sum().backward()
-        return out
-
-    np.testing.assert_allclose(step(compiled, x, b).detach().numpy(), step(chain, x, b).detach().numpy(),
-                               rtol=1e-5, atol=1e-5)
-    t_eager, t_comp = interleaved_medians([lambda: step(chain, x, b), lambda: step(compiled, x, b)],
-                                          repeat=args.repeat)
+    eager, comp = (make_step(f, x, b, mg.no_grad, args.backward) for f in (chain, compiled))
+    np.testing.assert_allclose(comp().detach().numpy(), eager().detach().numpy(), rtol=1e-5, atol=1e-5)
+    t_eager, t_comp = interleaved_medians([eager, comp], repeat=args.repeat)
     stats = dict(compiled.stats)
     assert stats["deopts"] == 0 and stats["piecewise"] >= args.repeat, stats
     kernels = sum(n.op_name == "fused_elementwise" for g in compiled.graphs() for n in g.nodes)
@@ -63,23 +66,15 @@ def main():
     torch = try_import_torch(args.threads)
     if torch is not None:
         tx, tb = torch.tensor(x0, requires_grad=args.backward), torch.tensor(b0)
-
-        def tstep(fn):
-            if not args.backward:
-                with torch.no_grad():
-                    return fn(tx, tb)
-            tx.grad = None
-            o = fn(tx, tb)
-            o.sum().backward()
-            return o
         tc = None
         try:
-            tc = torch.compile(chain)
-            tstep(tc)
+            tc = make_step(torch.compile(chain), tx, tb, torch.no_grad, args.backward)
+            tc()
         except Exception as e:   # no C++ compiler for inductor, ...
             print(f"(torch.compile does not run here: {type(e).__name__}: {str(e)[:120]})")
             tc = None
-        times = interleaved_medians([lambda: tstep(chain)] + ([lambda: tstep(tc)] if tc else []), repeat=args.repeat)
+        times = interleaved_medians([make_step(chain, tx, tb, torch.no_grad, args.backward)] + ([tc] if tc else []),
+                                    repeat=args.repeat)
         out.append(("torch eager", f"{times[0] * 1e3:.1f}", f"{t_eager / times[0]:.2f}"))
         if tc:
             out.append(("torch.compile (graph break at .item())", f"{times[1] * 1e3:.1f}", f"{t_eager / times[1]:.2f}"))
