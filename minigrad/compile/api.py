@@ -142,8 +142,10 @@ class CompiledFunction:
         graph = plan = None
         if not tracer.breaks:
             graph = tracer.full_graph()
-            if self.fuse:
+            mixed = any(n.meta.get("grad", tracer.grad_enabled) != tracer.grad_enabled for n in graph.nodes)
+            if self.fuse and not mixed:   # a fused chain has one grad mode: none across a no_grad block
                 graph = fuse(graph, self.block_size)
+            graph.grad = tracer.grad_enabled   # ops traced under another grad mode (no_grad blocks) keep it
             graph.compile()
         else:
             plan = Plan(tracer, self.fuse, self.block_size)

@@ -368,3 +368,41 @@ def test_piecewise_on_the_device(device):
         assert out.device == x.device
         np.testing.assert_allclose(out.cpu().numpy(), f(x).cpu().numpy(), rtol=1e-12)
     assert c.stats["piecewise"] == 2
+
+
+def _detached(x):
+    with mg.no_grad():
+        y = (x * 2.0).tanh()       # a constant to autograd
+    return (y * x).sum()
+
+
+def _detached_with_break(x):
+    with mg.no_grad():
+        y = (x * 2.0).tanh()
+    return (y * x).sum() * (1.0 + x.mean().item() ** 2)
+
+
+@pytest.mark.parametrize("f, kind", [(_detached, "replays"), (_detached_with_break, "piecewise")])
+def test_a_no_grad_block_inside_the_function_keeps_its_gradients(f, kind):
+    c = mg.compile(f)
+    x0 = np.linspace(-1, 1, 5)
+    for _ in range(3):
+        _assert_same(_value_and_grads(c, [x0]), _value_and_grads(f, [x0]))
+    assert c.stats[kind] == 2 and c.stats["deopts"] == 0
+
+
+def test_random_tensors_made_in_python_are_drawn_once_in_eager_order():
+    def f(x):
+        noise = mg.randn(*x.shape, dtype=mg.float64)      # a call_function: Python draws it, once
+        h = (x + noise).tanh()
+        s = h.sum().item()
+        return F.dropout(h, 0.5) * s + mg.rand(*x.shape, dtype=mg.float64)
+    c = mg.compile(f)
+    x0 = np.ones((4, 4))
+    c(*_leaves(x0))
+    for seed in (1, 2):
+        mg.manual_seed(seed)
+        got = _value_and_grads(c, [x0])
+        mg.manual_seed(seed)
+        _assert_same(got, _value_and_grads(f, [x0]))
+    assert c.stats["piecewise"] == 2 and c.stats["deopts"] == 0
