@@ -23,12 +23,16 @@ import weakref
 import numpy as np
 
 from ..autograd.function import VersionCounter
-from ..autograd.grad_mode import is_grad_enabled, set_grad_enabled
+from ..autograd import grad_mode
+from ..autograd.grad_mode import set_grad_enabled
 from ..tensor import Tensor
 from .ir import Node, flatten
 from .piecewise import can_vary
 
 _quiet = [0]   # > 0 while a compiled piece or a re-run executes: the wrapper lets those ops through
+_grad = grad_mode._state
+_MISSING = object()
+_PLAIN = frozenset((int, float, bool, str, type(None)))   # a True == is a match (else _same decides)
 
 
 class Pending:
@@ -220,26 +224,34 @@ class Call:
         return run()
 
     def _match(self, node, op, args, kwargs):
-        """None when the call is the expected node, else why not."""
-        where = node.meta.get("where", "")
+        """None when the call is the expected node, else why not. The loops inline the common cases (a
+        tensor handed out for the input node, an equal plain option): this runs for every op Python calls."""
         if op is not node.target:
-            return f"Python called {op.name} where the trace has {node.op_name} ({where})"
-        if is_grad_enabled() != node.meta["grad"] or len(args) != len(node.args) or \
-                kwargs.keys() != node.kwargs.keys() or \
-                not all(self._same(node.kwargs[k], kwargs[k]) for k in kwargs):
-            return f"{op.name} called with other options or grad mode than traced ({where})"
-        dynamic = self.plan.dynamic.get(node, ())
-        varied = []
-        for i, (e, a) in enumerate(zip(node.args, args)):
-            if i in dynamic:
+            return f"Python called {op.name} where the trace has {node.op_name} ({node.meta.get('where')})"
+        expected, env = node.kwargs, self.env
+        if _grad.enabled != node.meta["grad"] or len(args) != len(node.args) or len(kwargs) != len(expected):
+            return f"{op.name} called with other arguments or grad mode than traced ({node.meta.get('where')})"
+        for k, a in kwargs.items():
+            e = expected.get(k, _MISSING)
+            if not ((type(e) is type(a) and type(e) in _PLAIN and e == a) or
+                    (type(e) is Node and env.get(e) is a) or (e is not _MISSING and self._same(e, a))):
+                return f"{op.name} called with other options than traced ({node.meta.get('where')})"
+        dynamic = self.plan.dynamic.get(node)
+        varied = None
+        for i, e in enumerate(node.args):
+            a = args[i]
+            if dynamic is not None and i in dynamic:
                 if type(a) is not type(e):
                     return f"{op.name}: argument {i} is a {type(a).__name__}, traced as a {type(e).__name__}"
                 self.scalars[(node, i)] = a
-            elif not self._same(e, a):
-                if not can_vary(e, a):
-                    return f"{op.name} called with other tensors or values than traced ({where})"
-                varied.append(i)
-        for i in varied:   # a number operand changed: it becomes an input of the piece's graph
+            elif (type(e) is Node and env.get(e, _MISSING) is a) or \
+                    (type(e) is type(a) and type(e) in _PLAIN and e == a) or self._same(e, a):
+                continue
+            elif can_vary(e, a):
+                varied = (varied or []) + [i]
+            else:
+                return f"{op.name} called with other tensors or values than traced ({node.meta.get('where')})"
+        for i in varied or ():   # a number operand changed: it becomes an input of the piece's graph
             self.plan.make_dynamic(node, i)
             self.scalars[(node, i)] = args[i]
         return None
