@@ -202,6 +202,7 @@ class Call:
         self.scalars = {}     # (node, arg index) -> the number Python passed this call
         self.i = 0            # the next expected op (index into plan.ops)
         self.pending = []     # (node, stand-in, run) of the current piece, not computed yet
+        self.watch = []       # (tensor, version, node) read by those calls: no in-place change in between
         self.runs = []
         self.deopted = None   # why the call went eager, once it did
 
@@ -218,7 +219,7 @@ class Call:
                 why = self._match(node, op, args, kwargs)
                 if why is None:
                     self.i += 1
-                    return self._hand_out(node, run)
+                    return self._hand_out(node, run, args)
                 self.deopt(why)
         realise(args, kwargs)
         return run()
@@ -234,7 +235,7 @@ class Call:
         for k, a in kwargs.items():
             e = expected.get(k, _MISSING)
             if not ((type(e) is type(a) and type(e) in _PLAIN and e == a) or
-                    (type(e) is Node and env.get(e) is a) or (e is not _MISSING and self._same(e, a))):
+                    (type(e) is Node and env.get(e, _MISSING) is a) or (e is not _MISSING and self._same(e, a))):
                 return f"{op.name} called with other options than traced ({node.meta.get('where')})"
         dynamic = self.plan.dynamic.get(node)
         varied = None
@@ -284,12 +285,21 @@ class Call:
         except (TypeError, ValueError):
             return e is a
 
-    def _hand_out(self, node, run):
+    def _hand_out(self, node, run, args):
         piece = self.plan.piece_of[node]
         if node is not piece.last:
             t = self.env[node] = stand_in(node, self)
             self.pending.append((node, t, run))
+            self.watch += [(a, a._version_counter.value, node) for a in args
+                           if isinstance(a, Tensor) and type(a.data) is not Pending]
             return t
+        for a, version, reader in self.watch:
+            if a._version_counter.value != version:   # Python wrote into it off the traced path
+                raise RuntimeError(f"mg.compile: a tensor of shape {tuple(a.shape)} was changed in place after "
+                                   f"{reader.name} ({reader.meta.get('where')}) read it; piecewise replay "
+                                   f"computes that op later, with the piece ending at {node.name}. Clone the "
+                                   f"tensor before changing it, or run this function eagerly")
+        self.watch = []
         inputs = [self.env[s] if isinstance(s, Node) else self.scalars[s] for s in piece.build.sources]
         states = _states(piece.generators)
         _quiet[0] += 1
@@ -327,7 +337,7 @@ class Call:
         if self.deopted is not None:
             return
         self.deopted = why
-        pending, self.pending = self.pending, []
+        pending, self.pending, self.watch = self.pending, [], []
         for node, t, run in pending:   # the calls Python already made, run now, in its order
             with set_grad_enabled(node.meta["grad"]):
                 fill(t, run())

@@ -406,3 +406,20 @@ def test_random_tensors_made_in_python_are_drawn_once_in_eager_order():
         mg.manual_seed(seed)
         _assert_same(got, _value_and_grads(f, [x0]))
     assert c.stats["piecewise"] == 2 and c.stats["deopts"] == 0
+
+
+def test_an_in_place_change_off_the_traced_path_inside_a_piece_is_an_error_not_a_wrong_value():
+    flag = [False]
+
+    def f(x, y):
+        h = (x * y).tanh()
+        if flag[0]:
+            with mg.no_grad():
+                y.add_(1.0)          # after mul read y, before its piece runs
+        return (h + y).sum() * x.sum().item()
+    c = mg.compile(f)
+    x, y = mg.ones(3), mg.ones(3)
+    c(x, y)
+    flag[0] = True
+    with pytest.raises(RuntimeError, match=r"changed in place after mul"):
+        c(x, y)
