@@ -17,6 +17,11 @@ an already-compiled piece that Python reads later (only on a path the trace did 
 re-running that piece's recorded ops with the random state as it was when the piece ran, so dropout masks
 agree with the ones the compiled graph drew. Stand-ins still alive when the call returns (stored
 somewhere) are computed the same way before the call returns.
+
+Limits: a value from a fused kernel has the fused node as ``grad_fn`` (``print`` shows
+``grad_fn=<FusedElementwise>``); a view handed out gets its own version counter (as in whole-graph replay);
+an in-place change Python makes, off the traced path, to a tensor that an already-called op of the current
+piece read is an error (that op runs later, with its piece), never a silently wrong value.
 """
 import weakref
 
