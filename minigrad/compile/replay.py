@@ -7,12 +7,15 @@ a Tensor with the right shape, dtype, device and requires_grad whose ``data`` is
 When Python calls the last op of a piece (``piecewise.py``), the piece's compiled graph runs on the real
 inputs and every stand-in of a value that leaves the piece becomes that real tensor (its slots are
 overwritten, so Python's references stay valid and autograd runs through the compiled graph). Values the
-fused graph never made stay stand-ins; Python on the traced path never reads them.
+fused graph never made stay stand-ins.
+
+A value Python reads in the middle of a piece (library code validating ``target.data``, a ``print`` on a
+path the trace did not see) is computed right then, eagerly, from the calls Python made for it.
 
 **Deoptimisation.** When Python does something the trace did not (calls another op, passes another
-tensor, reads a value in the middle of a piece), the call falls back to eager from there: the ops of the
-current piece that Python already called run now, eagerly (the wrapper kept each call's ``run``), in
-Python's order, so random draws happen as in eager mode; the rest of the call runs eagerly. A stand-in of
+tensor, reads a value made with random draws in the middle of a piece), the call falls back to eager from
+there: the ops of the current piece that Python already called run now, eagerly (the wrapper kept each
+call's ``run``), in Python's order, so random draws happen as in eager mode; the rest runs eagerly. A stand-in of
 an already-compiled piece that Python reads later (only on a path the trace did not see) is computed by
 re-running that piece's recorded ops with the random state as it was when the piece ran, so dropout masks
 agree with the ones the compiled graph drew. Stand-ins still alive when the call returns (stored
@@ -27,8 +30,8 @@ import weakref
 
 import numpy as np
 
-from ..autograd.function import VersionCounter
 from ..autograd import grad_mode
+from ..autograd.function import VersionCounter
 from ..autograd.grad_mode import set_grad_enabled
 from ..tensor import Tensor
 from .ir import Node, flatten
@@ -318,6 +321,8 @@ class Call:
         pending, self.pending = self.pending, []
         for n, t, _ in pending:
             k = piece.out_index.get(n)
+            if type(t.data) is not Pending:   # Python read it early: it keeps the eager value it saw
+                continue
             if k is not None:
                 fill(t, outs[k])
             else:
@@ -334,9 +339,25 @@ class Call:
 
     # --- deoptimisation ----------------------------------------------------------------------------
     def resolve(self, pending):
-        """Python reads a value in the middle of a piece: not what the trace did."""
-        self.deopt(f"Python read {pending.node.name} ({pending.node.meta.get('where', '')}), a value the "
-                   f"trace keeps inside a compiled graph")
+        """Python reads a value in the middle of a piece (library code validating ``t.data``, a ``print`` on
+        a path the trace did not see): compute it now, eagerly, from the calls Python made for it; the piece
+        still runs compiled. A random op among them would draw twice: the call deoptimises instead."""
+        node = pending.node
+        needed, todo = {node}, [node]
+        while todo:
+            for a in todo.pop().inputs():
+                t = self.env.get(a)
+                if a not in needed and t is not None and type(t.data) is Pending and t.data.owner is self:
+                    needed.add(a)
+                    todo.append(a)
+        calls = [(n, t, run) for n, t, run in self.pending if n in needed]
+        if any("generator" in n.kwargs for n, _, _ in calls):
+            self.deopt(f"Python read {node.name} ({node.meta.get('where', '')}), a value made with random "
+                       f"draws that the trace keeps inside a compiled graph")
+            return
+        for n, t, run in calls:
+            with set_grad_enabled(n.meta["grad"]):
+                fill(t, run())
 
     def deopt(self, why):
         if self.deopted is not None:
@@ -344,15 +365,17 @@ class Call:
         self.deopted = why
         pending, self.pending, self.watch = self.pending, [], []
         for node, t, run in pending:   # the calls Python already made, run now, in its order
-            with set_grad_enabled(node.meta["grad"]):
-                fill(t, run())
+            if type(t.data) is Pending:
+                with set_grad_enabled(node.meta["grad"]):
+                    fill(t, run())
 
     def finish(self, ok):
         """After the function returned (``ok``) or raised: no stand-in may outlive the call unresolved."""
         if ok and self.deopted is None and self.i < len(self.plan.ops):
             self.deopt("the function returned before calling every traced op")
         for _, t, _ in self.pending:
-            t.data.owner = _Broken
+            if type(t.data) is Pending:
+                t.data.owner = _Broken
         self.pending, runs, self.runs = [], self.runs, []
         self.env.clear()
         if ok:
