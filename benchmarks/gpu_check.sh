@@ -48,5 +48,6 @@ echo "== NCCL (minigrad.distributed)" | tee -a "$LOG"; timeout 240 $PY benchmark
 echo "== profiler on the GPU (CUDA events)" | tee -a "$LOG"; timeout 120 $PY benchmarks/profiler_gpu_check.py 2>&1 | tee -a "$LOG"; [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 { echo "== recomputation and planner"; timeout 240 $PY benchmarks/recompute_gpu_check.py; } 2>&1 | tee -a "$LOG"; [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 echo "== compile: fused CuPy kernels, flash attention, attention memory vs L" | tee -a "$LOG"; timeout 240 $PY benchmarks/gpu_compile_check.py 2>&1 | tee -a "$LOG"; [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+echo "== compile: piecewise replay of graph breaks" | tee -a "$LOG"; timeout 120 $PY benchmarks/gpu_piecewise_check.py 2>&1 | tee -a "$LOG"; [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 echo "== gpu-check exit status $status" | tee -a "$LOG"
 exit $status

@@ -7,6 +7,8 @@
     graph = fast.graphs()[0]; graph.print_readable(); graph.draw()
 
     api.py       mg.compile: guards, the graph cache, replay vs eager
+    piecewise.py a trace with graph breaks cut into pieces, each compiled (piecewise replay's plan)
+    replay.py    piecewise replay of a call: Python runs, matched ops take their values from the pieces
     tracer.py    capture: a forward wrapper records ops, sys.setprofile finds host reads (graph breaks)
     frames.py    which frames are the op library and which are your program; source lines
     ir.py        Node and Graph; print_readable; the generated replay code

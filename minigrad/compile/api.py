@@ -13,11 +13,19 @@ What replay means:
   mode) and the fused kernels; the Python function itself does not run again. This is tracing's contract
   (``torch.jit.trace``, ``fx``): Python side effects and Python values not derived from the inputs are
   frozen at trace time — pitfalls the lecture shows.
-* A function **with graph breaks** (``.item()``, ``bool(t)`` in an ``if``, ``print(t)``...) needs Python to
-  decide what happens after each break. minigrad does not rewrite bytecode as Dynamo does, so it runs
-  such a function eagerly on later calls: correct, the graphs and their breaks are reported by
-  ``explain``, and the lesson holds as in PyTorch: a graph break costs you the compiled speed.
-  ``fullgraph=True`` makes any break an error naming its line.
+* A function **with graph breaks** (``.item()``, ``bool(t)`` in an ``if``, ``print(t)``...) is replayed
+  **piecewise**, as Dynamo resumes between its graphs: its Python runs again on every call (control flow,
+  prints and ``.item()`` reads happen each time, with the real values), while the ops it calls are
+  matched against the trace and their values come from compiled, fused graphs, one per piece between
+  breaks (``piecewise.py``, ``replay.py``). When Python leaves the traced path (the other branch of an
+  ``if``), the call deoptimises: it continues eagerly from there, with the same values and random draws
+  as an eager run. After ``DEOPT_LIMIT`` deoptimised calls in a row a guard set runs eagerly. Traces whose
+  Python cannot run twice without doubling an effect (in-place changes of inputs or running statistics,
+  opaque library calls) run eagerly on later calls, as ``explain`` reports. ``fullgraph=True`` makes any
+  break an error naming its line.
+
+``stats``: ``traces``, ``replays`` (whole-graph replays), ``piecewise`` (calls replayed piecewise, deopted
+or not), ``deopts`` (piecewise calls that went eager part-way) and ``eager`` (calls run eagerly).
 """
 import functools
 import inspect
@@ -28,7 +36,11 @@ from ..autograd.grad_mode import is_grad_enabled
 from ..tensor import Tensor
 from .fusion import fuse
 from .ir import flatten
+from .piecewise import Plan
+from .replay import Call
 from .tracer import Tracer
+
+DEOPT_LIMIT = 2   # deoptimised piecewise calls in a row after which a guard set runs eagerly
 
 
 def _guard(x):
@@ -46,12 +58,19 @@ def _guard(x):
 
 
 class _Entry:
-    """One cached trace: a replayable graph, or (with graph breaks) eager execution."""
+    """One cached trace: a replayable graph, or (with graph breaks) a piecewise plan or eager execution."""
 
-    def __init__(self, tracer, graph):
+    def __init__(self, tracer, graph, plan=None):
         self.graphs = tracer.graphs()
         self.breaks = list(tracer.breaks)
         self.graph = graph     # None when the function has graph breaks
+        self.plan = plan       # with graph breaks: the pieces; ``plan.why_not`` says why it runs eagerly
+        self.deopts = 0        # deoptimised calls in a row
+
+    @property
+    def why_eager(self):
+        """Why later calls run eagerly (None when they replay)."""
+        return None if self.graph is not None else self.plan.why_not
 
 
 class CompiledFunction:
@@ -61,7 +80,7 @@ class CompiledFunction:
         self.fn, self.fullgraph, self.fuse = fn, fullgraph, fuse
         self.cache_size_limit, self.block_size, self.module = cache_size_limit, block_size, module
         self.cache = {}
-        self.stats = {"traces": 0, "replays": 0, "eager": 0}
+        self.stats = {"traces": 0, "replays": 0, "eager": 0, "piecewise": 0, "deopts": 0}
         self._warned = False
         functools.update_wrapper(self, fn if module is None else module.forward, updated=())
 
@@ -87,23 +106,50 @@ class CompiledFunction:
                 return self.fn(*args, **kwargs)
             result, self.cache[key] = self._trace(args, kwargs)
             return result
-        if entry.graph is None:
+        if entry.graph is not None:
+            self.stats["replays"] += 1
+            return entry.graph([a for a in flatten((args, kwargs)) if isinstance(a, Tensor)])
+        if entry.plan.why_not is not None:
             self.stats["eager"] += 1
             return self.fn(*args, **kwargs)
-        self.stats["replays"] += 1
-        return entry.graph([a for a in flatten((args, kwargs)) if isinstance(a, Tensor)])
+        return self._piecewise(entry, args, kwargs)
+
+    def _piecewise(self, entry, args, kwargs):
+        self.stats["piecewise"] += 1
+        call = Call(entry.plan, [a for a in flatten((args, kwargs)) if isinstance(a, Tensor)])
+        handle = extensions.forward_wrappers.add(call.wrap)
+        ok = False
+        try:
+            result = self.fn(*args, **kwargs)
+            ok = True
+        finally:
+            handle.remove()
+            call.finish(ok)
+        if call.deopted is None:
+            entry.deopts = 0
+        else:
+            self.stats["deopts"] += 1
+            entry.deopts += 1
+            if entry.deopts >= DEOPT_LIMIT:
+                entry.plan.why_not = (f"deoptimised {entry.deopts} calls in a row (Python leaves the traced "
+                                      f"path), the last because {call.deopted}")
+        return result
 
     def _trace(self, args, kwargs):
         self.stats["traces"] += 1
         tracer = Tracer(self._names(args, kwargs), fullgraph=self.fullgraph)
         result = tracer.run(self.fn, args, kwargs)
-        graph = None
+        graph = plan = None
         if not tracer.breaks:
             graph = tracer.full_graph()
-            if self.fuse:
+            mixed = any(n.meta.get("grad", tracer.grad_enabled) != tracer.grad_enabled for n in graph.nodes)
+            if self.fuse and not mixed:   # a fused chain has one grad mode: none across a no_grad block
                 graph = fuse(graph, self.block_size)
+            graph.grad = tracer.grad_enabled   # ops traced under another grad mode (no_grad blocks) keep it
             graph.compile()
-        return result, _Entry(tracer, graph)
+        else:
+            plan = Plan(tracer, self.fuse, self.block_size)
+        return result, _Entry(tracer, graph, plan)
 
     def _names(self, args, kwargs):
         """id(tensor) -> a readable name: parameters by their module path, inputs by parameter name."""
@@ -122,10 +168,11 @@ class CompiledFunction:
 
     # --- inspection ----------------------------------------------------------------------------------
     def graphs(self):
-        """The graphs of every cached trace (the fused ones where replayable)."""
+        """The graphs of every cached trace: the fused ones that replay (a whole graph, or the pieces of a
+        piecewise replay), else the traced segments."""
         out = []
         for e in self.cache.values():
-            out += [e.graph] if e.graph is not None else e.graphs
+            out += [e.graph] if e.graph is not None else e.plan.graphs() if e.why_eager is None else e.graphs
         return out
 
     def __getattr__(self, name):  # a compiled module still answers .parameters(), .train(), ...

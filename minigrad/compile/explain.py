@@ -11,9 +11,13 @@ from .tracer import Tracer
 
 
 class ExplainOutput:
-    def __init__(self, graphs, breaks, block_size=None):
+    def __init__(self, graphs, breaks, block_size=None, unsafe=()):
         self.graphs = [g for g in graphs if len(g)]   # as Dynamo, count graphs that hold ops
         self.break_reasons = breaks
+        reasons = "; ".join(dict.fromkeys(unsafe))
+        self.replay = "whole graph (Python does not run again)" if not breaks else \
+            f"eager on later calls: {reasons}" if reasons else \
+            "piecewise (Python runs again; the ops between breaks come from compiled graphs)"
         self.fused_graphs = [fuse(g, block_size) for g in graphs]
         self.kernels = [k for g in self.fused_graphs for k in fused_kernels(g)]
 
@@ -35,7 +39,7 @@ class ExplainOutput:
 
     def __str__(self):
         lines = [f"Graph Count: {self.graph_count}", f"Graph Break Count: {self.graph_break_count}",
-                 f"Op Count: {self.op_count}", "Break Reasons:"]
+                 f"Op Count: {self.op_count}", f"Replay: {self.replay}", "Break Reasons:"]
         for i, b in enumerate(self.break_reasons, 1):
             lines.append(f"  Break Reason {i}: {b.reason}\n    {b.where}\n      {b.line}")
         lines.append("Ops per Graph:")
@@ -63,7 +67,7 @@ def explain(fn, *args, **kwargs):
             names = {id(t): n.replace(".", "_") for n, t in fn.named_parameters()}
     tracer = Tracer(names)
     tracer.run(fn, args, kwargs)
-    return ExplainOutput(tracer.graphs(), tracer.breaks, block)
+    return ExplainOutput(tracer.graphs(), tracer.breaks, block, tracer.unsafe)
 
 
 __all__ = ["ExplainOutput", "explain"]

@@ -27,6 +27,8 @@ import re
 
 import numpy as np
 
+from ..autograd.grad_mode import set_grad_enabled
+
 _LITERALS = (bool, int, str, type(None))
 
 
@@ -99,6 +101,7 @@ class Graph:
         self.nodes = list(nodes or [])
         self.output = output
         self.name = name
+        self.grad = None   # the grad mode the graph is replayed under (the guard's); see _codegen
         self._fn = None
         self.code = None
 
@@ -202,6 +205,16 @@ def unique_name(base, taken):
     return candidate
 
 
+def _with_grad_enabled(fn, *args, **kwargs):
+    with set_grad_enabled(True):
+        return fn(*args, **kwargs)
+
+
+def _with_grad_disabled(fn, *args, **kwargs):   # an op traced inside ``with mg.no_grad():``
+    with set_grad_enabled(False):
+        return fn(*args, **kwargs)
+
+
 def _codegen(graph):
     """Python source of ``forward(inputs)`` for ``graph`` and the globals it needs."""
     env, consts = {}, {}
@@ -248,6 +261,9 @@ def _codegen(graph):
         else:
             fn = const(n.target.apply if n.kind == "call_op" else n.target)
             args = [render(a) for a in n.args] + [f"{k}={render(v)}" for k, v in n.kwargs.items()]
+            mode = n.meta.get("grad")
+            if graph.grad is not None and mode is not None and mode != graph.grad:
+                args, fn = [fn] + args, f"{const(_with_grad_enabled if mode else _with_grad_disabled)}"
             rhs = f"{fn}({', '.join(args)})"
         where = n.meta.get("where")
         lines.append(f"    {n.name} = {rhs}" + (f"  # {where}" if where else ""))

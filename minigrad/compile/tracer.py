@@ -53,7 +53,7 @@ _MAKE = Tensor._make.__code__
 
 def tensor_meta(t, where=""):
     return {"shape": tuple(t.shape), "dtype": t.data.dtype, "device": t.device,
-            "requires_grad": bool(t.requires_grad), "where": where}
+            "requires_grad": bool(t.requires_grad), "contiguous": bool(t.data.flags.c_contiguous), "where": where}
 
 
 class _Primitive:
@@ -77,6 +77,8 @@ class Tracer:
         self.prim = None      # the library call in progress, if any
         self.grad_enabled = is_grad_enabled()
         self.output = None
+        self.observed = []    # nodes of the tensors host reads looked at (piecewise replay keeps them real)
+        self.unsafe = []      # why replaying Python piecewise would double an effect (replay.py)
 
     # --- running -----------------------------------------------------------------------------------
     def run(self, fn, args, kwargs):
@@ -126,6 +128,8 @@ class Tracer:
             self.depth -= 1
         for a in args:  # changes made by the op itself (running statistics) are replayed with it
             if isinstance(a, Tensor) and id(a) in self.values:
+                if self.values[id(a)][2] != a._version_counter.value:
+                    self.unsafe.append(f"{op.name} changes an input in place ({frames.where(frame)})")
                 self.values[id(a)][2] = a._version_counter.value
                 if self.prim is not None:   # ... and so are the version bumps its library call adds
                     self.prim.touched.append(a)
@@ -143,6 +147,10 @@ class Tracer:
             if why is not None:
                 if not self.host:
                     self._graph_break(why, frame)
+                    t = frame.f_locals.get("self")
+                    entry = self.values.get(id(t))
+                    if entry is not None and entry[0] is t:
+                        self.observed.append(entry[1])
                 self.host.append(frame)
             elif self.prim is None and frames.kind(code) == "primitive" and frame.f_back is not None \
                     and frames.kind(frame.f_back.f_code) == "program":
@@ -162,6 +170,7 @@ class Tracer:
     # --- helpers -----------------------------------------------------------------------------------
     def _add(self, node):
         node.meta["segment"] = len(self.breaks)
+        node.meta["grad"] = is_grad_enabled()
         self.nodes.append(node)
         return node
 
@@ -186,9 +195,19 @@ class Tracer:
         return node
 
     def _finish_primitive(self, prim, result):
+        made = {id(e[0].grad_fn): e[1] for e in self.values.values()
+                if e[0].grad_fn is not None and e[1].meta.get("segment") is not None and e[1] in
+                self.nodes[prim.start:]} if prim.touched else {}
         for t in prim.touched:
             entry = self.values.get(id(t))
             if entry is not None and entry[0] is t:
+                node = made.get(id(t.grad_fn))
+                if node is not None and node is not entry[1]:   # written in place: t now holds node's value
+                    entry[1] = node                             # (``y[0] = v``: SetItem, then rebased onto it)
+                    self.unsafe.append(f"in-place write into {node.name} ({frames.where(prim.frame)})")
+                elif entry[2] != t._version_counter.value:      # running statistics
+                    self.unsafe.append(f"{prim.frame.f_code.co_name} changes an input in place "
+                                       f"({entry[1].name}, {frames.where(prim.frame)})")
                 entry[2] = t._version_counter.value
         outs = [result] if isinstance(result, Tensor) else \
             list(result) if isinstance(result, (tuple, list)) else []
@@ -201,6 +220,9 @@ class Tracer:
             self._graph_break(f"cannot record a call to {prim.frame.f_code.co_name}", prim.frame)
             return
         removed = set(self.nodes[prim.start:])   # an opaque call replaces what ran inside it
+        if any(n.kind == "call_op" for n in removed):
+            self.unsafe.append(f"{prim.frame.f_code.co_name} is recorded as one opaque call; its inner ops "
+                               f"would run again in Python ({frames.where(prim.frame)})")
         del self.nodes[prim.start:]
         self.values = {k: v for k, v in self.values.items() if v[1] not in removed}
         ins = map_tree(lambda a: self._ref(a, None) if isinstance(a, Tensor) else a, (prim.args, prim.kwargs))
@@ -224,15 +246,19 @@ class Tracer:
         brk = GraphBreak(reason, where, frames.source_line(frame) if frame is not None else "", len(self.breaks))
         if self.fullgraph:
             raise GraphBreakError(f"graph break under fullgraph=True: {brk}")
+        if reason.startswith("in-place"):
+            self.unsafe.append(f"{reason} ({brk.where})")
         self.breaks.append(brk)
 
     def _check_versions(self):
-        """Inputs and parameters changed in place outside any recorded op: replaying would skip it."""
+        """Tensors changed in place outside any recorded op (an input's ``sub_``, ``y[0] = v`` on a result
+        returned afterwards): replaying would skip the change."""
         for t, node, version in list(self.values.values()):
-            if node.kind in ("placeholder", "get_attr") and t._version_counter.value != version:
+            # a view took its base's counter after it was recorded: its base's entry speaks for it
+            if t._version_counter.value != version and not getattr(t, "_is_view", False):
                 self.values[id(t)][2] = t._version_counter.value
-                self._graph_break(f"in-place change of {node.name} (an input or parameter) outside a "
-                                  f"recorded op", None)
+                what = " (an input or parameter)" if node.kind in ("placeholder", "get_attr") else ""
+                self._graph_break(f"in-place change of {node.name}{what} outside a recorded op", None)
 
     def _segment(self, g, n_graphs):
         """Graph ``g``: its nodes, placeholders for what earlier graphs made, outputs for what later read."""

@@ -35,7 +35,7 @@ def test_mlp_replay_equals_eager_values_and_gradients():
     mlp = nn.Sequential(nn.Linear(8, 16), nn.GELU(approximate="tanh"), nn.Linear(16, 16), nn.SiLU(),
                         nn.Linear(16, 4)).double()
     c = _same_as_eager(mlp, lambda: mg.randn(5, 8, dtype=mg.float64), lambda y: (y * y).mean())
-    assert c.stats == {"traces": 1, "replays": 2, "eager": 0}
+    assert c.stats == {"traces": 1, "replays": 2, "eager": 0, "piecewise": 0, "deopts": 0}
     assert c.graphs()[0].op_counts()["linear"] == 3
 
 
@@ -46,7 +46,7 @@ def test_cnn_replay_equals_eager_and_updates_batchnorm_running_stats():
                              nn.Flatten(), nn.Linear(64, 3)).double()
     model = make()
     compiled = _same_as_eager(model, lambda: mg.randn(2, 2, 8, 8, dtype=mg.float64), lambda y: y.square().sum())
-    assert compiled.stats == {"traces": 1, "replays": 2, "eager": 0}
+    assert compiled.stats == {"traces": 1, "replays": 2, "eager": 0, "piecewise": 0, "deopts": 0}
     eager, twin = make(), make()
     twin_c = mg.compile(twin)
     for _ in range(3):   # the running statistics are updated inside the recorded batch_norm op: replayed too
@@ -110,7 +110,7 @@ def test_cache_size_limit_falls_back_to_eager_with_a_warning():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         f(mg.randn(4))   # warned once only
-    assert f.stats == {"traces": 2, "replays": 0, "eager": 2}
+    assert f.stats == {"traces": 2, "replays": 0, "eager": 2, "piecewise": 0, "deopts": 0}
 
 
 def test_randomness_and_tensors_made_outside_apply_are_recomputed_on_replay():

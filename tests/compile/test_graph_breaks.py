@@ -54,9 +54,10 @@ def test_break_reasons_name_the_source_lines(capsys):
 
 def test_compiled_function_with_breaks_stays_correct_on_both_branches(capsys):
     c = mg.compile(branchy)
-    for x in (mg.ones(3, 4), -mg.ones(3, 4), mg.randn(3, 4)):
+    for x in (mg.ones(3, 4), -mg.ones(3, 4), 0.5 * mg.ones(3, 4)):
         np.testing.assert_allclose(c(x).numpy(), branchy(x).numpy(), rtol=1e-6)
-    assert c.stats == {"traces": 1, "replays": 0, "eager": 2}
+    # later calls replay piecewise; the branch the trace did not see deoptimises (continues eagerly)
+    assert c.stats == {"traces": 1, "replays": 0, "eager": 0, "piecewise": 2, "deopts": 1}
 
 
 def test_fullgraph_turns_a_break_into_an_error_naming_the_line():
@@ -78,5 +79,6 @@ def test_in_place_change_of_an_input_is_a_break_and_runs_eagerly():
     p = mg.zeros(2)
     c(p), c(p)
     np.testing.assert_array_equal(p.numpy(), [-1.0, -1.0])   # both calls really changed p
+    assert c.stats["eager"] == 1 and "in-place" in next(iter(c.cache.values())).why_eager
     e = mg.compile.explain(step, mg.zeros(2))
     assert e.graph_break_count == 1 and "in-place" in e.break_reasons[0].reason
