@@ -343,7 +343,7 @@ def _att(seed, B, L, S, E, Ev, causal, block, **extra):
 # The IR (Graph, Node) and the table of fusible ops stay allowed: the preamble imports them for the student.
 # `mg.compile` itself (it fuses) is forbidden by the exact-name rule "=minigrad.compile": names under it
 # (minigrad.compile.ir, mg.compile.Graph) are what the student builds on.
-_COMPILE = ["api", "tracer", "explain", "CompiledFunction", "_compile", "fuse", "find_chains", "fused_kernels",
+_COMPILE = ["api", "tracer", "explain", "piecewise", "replay", "CompiledFunction", "_compile", "fuse", "find_chains", "fused_kernels",
             "FusedElementwise", "FusedKernel", "fusion.fuse", "fusion.find_chains", "fusion.fused_kernels",
             "fusion.kernel", "fusion.blocked", "fusion.FusedElementwise", "fusion.FusedKernel"]
 FORBIDDEN = ["=minigrad.compile"] + [f"minigrad.compile.{name}" for name in _COMPILE] + [
