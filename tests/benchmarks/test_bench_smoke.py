@@ -22,6 +22,12 @@ def test_overhead_runs():
     assert "minigrad" in out and "us/op" in out
 
 
+def test_overhead_ab_compares_trees():
+    out = run("overhead_ab.py", str(ROOT), "--rounds", "1")
+    row = [line for line in out.splitlines() if line.startswith(str(ROOT))][0].split()
+    assert len(row) == 4 and all(float(v) > 0 for v in row[1:])
+
+
 def test_gpu_bench_runs_on_the_emulator():
     out = run("gpu_bench.py", "--quick", env={"MINIGRAD_EMULATE_CUDA": "1"})
     assert "emulated" in out and "MLP step" in out and "Transformer block" in out
