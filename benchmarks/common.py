@@ -64,6 +64,15 @@ def quiet_inductor(torch):
     config.compile_threads = 1
 
 
+def chain_arguments(parser, threads):
+    """The options of the elementwise-chain benchmarks (fusion.py, compile_breaks.py): size and threads."""
+    parser.add_argument("--n", type=int, default=1 << 22, help="elements (rows x cols)")
+    parser.add_argument("--cols", type=int, default=1024)
+    parser.add_argument("--threads", type=int, default=threads)
+    parser.add_argument("--repeat", type=int, default=7)
+    return parser
+
+
 def table(rows, headers):
     widths = [max(len(str(h)), *(len(str(r[i])) for r in rows)) for i, h in enumerate(headers)]
     line = "  ".join(str(h).ljust(w) for h, w in zip(headers, widths))

@@ -11,7 +11,7 @@ Reported: ms per call (median, interleaved), the speed-up over minigrad eager, a
 import argparse
 import sys
 
-from common import interleaved_medians, pin_threads, table, try_import_torch
+from common import chain_arguments, interleaved_medians, pin_threads, table, try_import_torch
 
 _THREADS = int(sys.argv[sys.argv.index("--threads") + 1]) if "--threads" in sys.argv else 2
 pin_threads(_THREADS)
@@ -42,11 +42,7 @@ def make_step(fn, x, b, no_grad, backward):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--n", type=int, default=1 << 22)
-    ap.add_argument("--cols", type=int, default=1024)
-    ap.add_argument("--threads", type=int, default=_THREADS)
-    ap.add_argument("--repeat", type=int, default=7)
+    ap = chain_arguments(argparse.ArgumentParser(), _THREADS)
     ap.add_argument("--backward", action="store_true")
     args = ap.parse_args()
     rows = max(1, args.n // args.cols)

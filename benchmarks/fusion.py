@@ -16,7 +16,7 @@ import sys
 import time
 import tracemalloc
 
-from common import interleaved_medians, pin_threads, quiet_inductor, table, try_import_torch
+from common import chain_arguments, interleaved_medians, pin_threads, quiet_inductor, table, try_import_torch
 
 _THREADS = int(sys.argv[sys.argv.index("--threads") + 1]) if "--threads" in sys.argv else 2
 pin_threads(_THREADS)
@@ -73,11 +73,7 @@ def torch_variants(ins, threads):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--n", type=int, default=1 << 22)
-    ap.add_argument("--cols", type=int, default=1024)
-    ap.add_argument("--threads", type=int, default=_THREADS)
-    ap.add_argument("--repeat", type=int, default=7)
+    ap = chain_arguments(argparse.ArgumentParser(), _THREADS)
     ap.add_argument("--block", type=int, default=blocked.BLOCK, help="elements per block (and thread)")
     args = ap.parse_args()
     rows = args.n // args.cols
