@@ -158,13 +158,18 @@ def in_parallel(fn, parts):
     """``fn(part)`` for each part, the first on this thread and the others on the workers; returns when
     all are done and re-raises the first error.
 
-    Each task runs in a copy of the caller's context, so ``np.errstate`` (a context variable) applies in
-    the workers as it does here."""
+    Each task runs in a copy of the caller's context and under the caller's ``np.errstate`` (a context
+    variable in NumPy 2, per thread in NumPy 1: so it is passed on explicitly)."""
     pool = _pool(len(parts) - 1)
     given = parts[1:1 + len(pool.threads)]
     ctx, done = contextvars.copy_context(), queue.SimpleQueue()
+    err = np.geterr()
+
+    def task(part):
+        with np.errstate(**err):
+            fn(part)
     for p in given:
-        pool.tasks.put((ctx.copy(), fn, p, done))
+        pool.tasks.put((ctx.copy(), task, p, done))
     error = None
     try:
         for p in [parts[0]] + parts[1 + len(given):]:   # this thread's share and what no worker could take
