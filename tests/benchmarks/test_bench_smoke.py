@@ -1,5 +1,6 @@
 """The benchmark scripts run (tiny settings); their numbers are recorded in benchmarks/RESULTS.md, not asserted."""
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -82,3 +83,22 @@ def test_ddp_scaling_runs_on_one_and_two_ranks():
     out = run("ddp_scaling.py", "--models", "mlp", "--steps", "1", "--batch", "4", "--torch-python", "/nonexistent",
               env={"OMP_NUM_THREADS": "1"})
     assert "minigrad mlp | 1 |" in out and "minigrad mlp | 2 |" in out and "ring 2(N-1)/N B" in out
+
+
+def test_gpu_check_keeps_to_its_time_budget(tmp_path):
+    """make gpu-check must fit a lent device's minutes: steps share GPU_CHECK_BUDGET, and a step that finds
+    it spent is reported as not run (failing the check) instead of running past it. A fake python3 that
+    takes 2 s per command stands in for the GPU machine's."""
+    fake = tmp_path / "python3"
+    fake.write_text("#!/bin/sh\nif [ \"$1\" = \"-\" ]; then cat >/dev/null; echo 'fake gpu'; exit 0; fi\n"
+                    "sleep 2\necho ran \"$@\"\n")
+    fake.chmod(0o755)
+    out_dir = tmp_path / "out"
+    proc = subprocess.run(["bash", str(ROOT / "benchmarks" / "gpu_check.sh")], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120, env=dict(os.environ, PYTHON=str(fake), OUT=str(out_dir),
+                                                           GPU_CHECK_BUDGET="13"))
+    log = (out_dir / "gpu_check.txt").read_text()
+    assert proc.returncode == 1, log
+    assert re.search(r"== cuda test cases \(pytest -m gpu\) \(limit 1[23]s\)", log) and "ran -m pytest" in log
+    assert re.search(r"== compile: fused .*\(limit 1[01]s\)", log)   # what was left, not its own 60 s
+    assert "NOT RUN (gpu-check budget of 13s spent)" in log and "pool malloc+free: NOT RUN" in log
