@@ -205,13 +205,8 @@ def unique_name(base, taken):
     return candidate
 
 
-def _with_grad_enabled(fn, *args, **kwargs):
-    with set_grad_enabled(True):
-        return fn(*args, **kwargs)
-
-
-def _with_grad_disabled(fn, *args, **kwargs):   # an op traced inside ``with mg.no_grad():``
-    with set_grad_enabled(False):
+def _in_grad_mode(mode, fn, *args, **kwargs):   # an op traced under another grad mode (``mg.no_grad()``)
+    with set_grad_enabled(mode):
         return fn(*args, **kwargs)
 
 
@@ -263,7 +258,7 @@ def _codegen(graph):
             args = [render(a) for a in n.args] + [f"{k}={render(v)}" for k, v in n.kwargs.items()]
             mode = n.meta.get("grad")
             if graph.grad is not None and mode is not None and mode != graph.grad:
-                args, fn = [fn] + args, f"{const(_with_grad_enabled if mode else _with_grad_disabled)}"
+                args, fn = [repr(bool(mode)), fn] + args, const(_in_grad_mode)
             rhs = f"{fn}({', '.join(args)})"
         where = n.meta.get("where")
         lines.append(f"    {n.name} = {rhs}" + (f"  # {where}" if where else ""))

@@ -226,10 +226,14 @@ def _free_range(segs, blocks, pool, need):
 
 
 def _load(obs, case, capacity=None):
+    """``(log, None)``, or ``(log or None, the failing verdict)`` when the log is unreadable or breaks the
+    rules every allocator keeps (``_Log.checks``): each verdict starts here."""
     try:
-        return _Log(obs, case["ops"], capacity), None
+        log = _Log(obs, case["ops"], capacity)
     except Exception as e:
         return None, Verdict.fail(f"the grader could not read your allocator's log ({type(e).__name__}: {e})")
+    v = log.checks()
+    return log, (None if v.passed else v)
 
 
 REUSE_ADVICE = {

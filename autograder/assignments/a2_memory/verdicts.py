@@ -50,9 +50,6 @@ def verdict_bump(case, obs, ctx):
     log, err = _load(obs, case)
     if err:
         return err
-    v = log.checks()
-    if not v.passed:
-        return v
     current, top = {}, {}
     for i, (op, ident, nbytes) in enumerate(log.ops.tolist()):
         if op != MALLOC:
@@ -129,9 +126,6 @@ def _layout_verdict(case, obs, *, coalesce, what, reuse_hint):
     log, err = _load(obs, case)
     if err:
         return err
-    v = log.checks()
-    if not v.passed:
-        return v
     ref = _Log(_ref_for(case, coalesce=coalesce), case["ops"])
     v = _compare_layout(log, ref, what, reuse_hint)
     if not v.passed and not coalesce:           # coalescing early is not a mistake in part 2
@@ -184,9 +178,6 @@ def verdict_random(case, obs, ctx):
     log, err = _load(obs, case)
     if err:
         return err
-    v = log.checks()
-    if not v.passed:
-        return v
     coalesce = case.params["cls"] != "BestFitAllocator"
     if coalesce and case.params.get("finish", True) and len(log.ops) and log.ops[-1][0] == EMPTY \
             and log.reserved[-1]:
@@ -208,9 +199,6 @@ def verdict_empty_cache(case, obs, ctx):
     log, err = _load(obs, case)
     if err:
         return err
-    v = log.checks()
-    if not v.passed:
-        return v
     ref = _Log(_ref_for(case, coalesce=True), case["ops"])
     k = 0
     for i, (op, _, _) in enumerate(log.ops.tolist()):
@@ -246,9 +234,6 @@ def verdict_training(case, obs, ctx):
     log, err = _load(obs, case)
     if err:
         return err
-    v = log.checks()
-    if not v.passed:
-        return v
     ref = _Log(_ref_for(case, coalesce=True), case["ops"])
     return _budget_verdict(case, log, ref, ctx, f"{case.describe()}: reserved bytes per operation")
 
@@ -276,13 +261,10 @@ def _oom_check(case, obs):
     cap = p.get("capacity") if p.get("capacity") is not None else p.get("limit")
     log, err = _load(obs, case, capacity=cap)
     if err:
-        return err, None, None
-    v = log.checks()
-    if not v.passed:
-        if p.get("limit") is not None and "allowed" in v.message:
-            v = Verdict(False, v.message + f" (memory_limit = {V.mib(p['limit'])}: _new_segment must "
-                                           f"refuse a segment that would take reserved bytes past it)")
-        return v, log, None
+        if log is not None and p.get("limit") is not None and "allowed" in err.message:
+            err = Verdict(False, err.message + f" (memory_limit = {V.mib(p['limit'])}: _new_segment must "
+                                               f"refuse a segment that would take reserved bytes past it)")
+        return err, log, None
     ref = _Log(_ref_for(case, coalesce=p["cls"] != "BestFitAllocator", capacity=p.get("capacity"),
                         limit=p.get("limit")), case["ops"])
     for i, (op, ident, nbytes) in enumerate(log.ops.tolist()):
