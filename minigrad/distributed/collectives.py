@@ -151,7 +151,7 @@ def irecv(tensor, src=None, group=None, tag=0):
         if peer == g.rank:
             raise ArgumentError(f"irecv: rank {src} cannot receive from itself")
     work = g.backend.recv(a, peer, None if tag is None else int(tag))
-    return _finish(g, "recv", work, 0, True, peer=src)
+    return _finish(g, "recv", work, a.nbytes, True, peer=src)
 
 
 def send(tensor, dst, group=None, tag=0):
