@@ -259,7 +259,7 @@ def _short(names, limit=8):
     return ", ".join(repr(n) for n in names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
-def _check_same_shapes(g, key, named):
+def _check_same_shapes(g, key, named, who="DistributedDataParallel"):
     """All ranks must wrap the same architecture. Each rank leaves its list of (name, shape, dtype) in the
     store and compares the others' with its own: a mismatch names the first parameter that differs."""
     if g.size == 1:
@@ -269,8 +269,8 @@ def _check_same_shapes(g, key, named):
     for r in range(g.size):
         theirs = json.loads(g.store.get(f"{key}/params/{r}"))
         if theirs != listing:
-            raise DistributedError(f"DistributedDataParallel: rank {g.rank} and rank {r} wrap different "
-                                   f"models: {_first_difference(listing, theirs, g.rank, r)}")
+            raise DistributedError(f"{who}: rank {g.global_rank} and rank {g.ranks[r]} wrap different "
+                                   f"models: {_first_difference(listing, theirs, g.global_rank, g.ranks[r])}")
 
 
 def _first_difference(mine, theirs, me, other):

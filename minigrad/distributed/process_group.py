@@ -83,8 +83,9 @@ class ProcessGroup:
 
     def timeout_error(self, work, limit):
         """The DistTimeoutError for ``work``: which ranks never reached it, and whether they died."""
-        self.broken = True
-        where = "" if self.world is self else f" in group {self.name} (ranks {self.ranks})"
+        self.broken = self.world.broken = True  # exit without MPI_Finalize, which would wait for the dead
+        sub = self.world is not self
+        where = f" in group {self.name} (ranks {self.ranks})" if sub else ""
         head = (f"{work.name} (collective #{work.seq}{where}) timed out after {limit:g} s on rank "
                 f"{self.global_rank} of {self.world.size}")
         try:
@@ -100,14 +101,13 @@ class ProcessGroup:
             if s is None:
                 missing.append(f"rank {r} (never joined)")
                 continue
-            seq = s["seq"] if self.world is self else s.get("groups", {}).get(self.name, 0)
+            seq = s.get("groups", {}).get(self.name, 0) if sub else s["seq"]
+            last = f"#{seq}{' in ' + self.name if sub else ''} (last of all: {s['what']})"
             if not s["alive"]:
                 how = "left (destroy_process_group)" if s["left"] else "died"
-                missing.append(f"rank {r} ({how} {s['age']:.1f} s ago; the last collective it reported was "
-                               f"#{s['seq']} {s['what']})")
+                missing.append(f"rank {r} ({how} {s['age']:.1f} s ago; the last collective it reported was {last})")
             elif seq < work.seq:
-                missing.append(f"rank {r} (alive, but its last collective{' in ' + self.name if self.world is not self else ''}"
-                               f" is #{seq}; last of all: {s['what']})")
+                missing.append(f"rank {r} (alive, but its last collective is {last})")
         if not missing:
             return DistTimeoutError(f"{head}; every rank reached it, so the transport itself is stuck")
         return DistTimeoutError(f"{head}; waiting for {', '.join(missing)}")

@@ -8,13 +8,15 @@
     reduce   flatten the leaves' gradients into one padded vector and reduce-scatter it (average): rank r
              gets the gradient of its shard
 
-``gather``, ``free`` and ``reduce_scatter_grads`` are small and separate on purpose: an assignment can ask for
+Every buffer comes from the device's backend (``empty``), so the memory pool counts it: the per-rank memory
+the lecture and the benchmark measure is the real thing. ``gather``, ``free`` and ``reduce_scatter_grads`` are small and separate on purpose: an assignment can ask for
 exactly these. The collectives are issued through minigrad.distributed, so the group's communication log
 records them (which, how many bytes, in which order).
 """
 import numpy as np
 
 from ...autograd.grad_mode import no_grad
+from ...backend.device import get_backend
 from ...nn.parameter import Parameter
 from ...tensor import Tensor
 from .. import collectives
@@ -40,22 +42,28 @@ class FlatParamUnit:
         self.numel = offset
         self.shard_size = -(-offset // self.world)
         self.padded = self.shard_size * self.world
-        xp = self.device.xp
-        full = xp.zeros(self.padded, self.dtype)
+        self.backend = get_backend(self.device)
+        full = self.device.xp.zeros(self.padded, self.dtype)
         for (_, module, name, shape, off, n), (_, _, _, p) in zip(self.layout, entries):
             full[off:off + n] = p.data.reshape(-1)
             delattr(module, name)
         lo = self.rank * self.shard_size
-        self.flat_param = Parameter(Tensor._make(full[lo:lo + self.shard_size].copy(), self.device))
+        self.flat_param = Parameter(Tensor._make(self._empty(self.shard_size, self.dtype), self.device))
+        self.flat_param.data[...] = full[lo:lo + self.shard_size]
         self.full = None        # the gathered vector, while it exists
         self.leaves = []        # the leaf tensors set on the modules (kept alive until backward is done)
+
+    def _empty(self, n, dtype, fill=None):
+        a = self.backend.empty((n,), np.dtype(dtype))
+        if fill is not None:
+            a[...] = fill
+        return a
 
     # --- gather / free -------------------------------------------------------------------------------
     def start_gather(self):
         """Issue the all-gather of the full vector (compute dtype); returns (work, buffer)."""
-        xp = self.device.xp
-        shard = self.flat_param.data.astype(self.compute_dtype)  # a copy even when the dtype is the same
-        buf = xp.empty(self.padded, self.compute_dtype)
+        shard = self._empty(self.shard_size, self.compute_dtype, self.flat_param.data)  # cast to compute dtype
+        buf = self._empty(self.padded, self.compute_dtype)
         work = collectives.all_gather_into_tensor(Tensor._make(buf, self.device), Tensor._make(shard, self.device),
                                                   group=self.group, async_op=True)
         return work, buf
@@ -95,32 +103,32 @@ class FlatParamUnit:
     def reduce_scatter_grads(self, reduce_dtype=None):
         """Flatten the leaves' gradients (zeros where one got none), free them, and start the averaging
         reduce-scatter; returns (work, shard buffer)."""
-        xp = self.device.xp
         dtype = np.dtype(reduce_dtype) if reduce_dtype is not None else self.compute_dtype
-        flat = xp.zeros(self.padded, dtype)
+        flat = self._empty(self.padded, dtype, 0)
         for leaf, (_, _, _, _, off, n) in zip(self.leaves, self.layout):
             if leaf.grad is not None:
                 flat[off:off + n] = leaf.grad.data.reshape(-1)
                 leaf.grad = None
-        out = xp.empty(self.shard_size, dtype)
+        out = self._empty(self.shard_size, dtype)
         work = collectives.reduce_scatter_tensor(Tensor._make(out, self.device), Tensor._make(flat, self.device),
                                                  op=ReduceOp.AVG, group=self.group, async_op=True)
         return work, out
 
     def add_grad_shard(self, shard):
         """Accumulate a reduced gradient shard into ``flat_param.grad`` (in the shard's dtype: float32)."""
-        g = shard.astype(self.dtype, copy=False)
         p = self.flat_param
-        if p.grad is None:
-            p.grad = Tensor._make(g.copy() if g is shard else g, self.device)
+        if p.grad is None and shard.dtype == self.dtype:
+            p.grad = Tensor._make(shard, self.device)  # the reduce-scatter's output itself: no copy
+        elif p.grad is None:
+            p.grad = Tensor._make(self._empty(self.shard_size, self.dtype, shard), self.device)
         else:
-            p.grad.data += g
+            p.grad.data += shard
 
     # --- full weights (state_dict) ---------------------------------------------------------------------
     def full_weights(self):
         """{fqn: a full copy of the parameter (the shard's dtype)}: one blocking all-gather of the shards."""
         xp = self.device.xp
-        buf = xp.empty(self.padded, self.dtype)
+        buf = self._empty(self.padded, self.dtype)
         with no_grad():
             collectives.all_gather_into_tensor(Tensor._make(buf, self.device),
                                                Tensor._make(xp.ascontiguousarray(self.flat_param.data), self.device),

@@ -97,7 +97,8 @@ class FullyShardedDataParallel(Module):
         self._root = _root
         if _root is None:
             named = [(n, p) for n, p in module.named_parameters()]
-            _check_same_shapes(g, f"{g.world.prefix}{g.name}/fsdp{next(_instances)}", named)
+            _check_same_shapes(g, f"{g.world.prefix}{g.name}/fsdp{next(_instances)}", named,
+                               "FullyShardedDataParallel")
             if sync_module_states:
                 with no_grad():
                     for _, t in named + list(module.named_buffers()):
