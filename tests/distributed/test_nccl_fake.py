@@ -88,3 +88,14 @@ def test_two_ranks_collectives_and_ddp(tmp_path):
     for n, p in model.named_parameters():
         np.testing.assert_array_equal(a0[f"sgd.{n}"], a1[f"sgd.{n}"])
         np.testing.assert_allclose(a0[f"sgd.{n}"], p.detach().numpy(), atol=1e-6)
+        np.testing.assert_allclose(a0[f"fsdp.{n}"], p.detach().numpy(), atol=1e-6)   # FSDP: the same training
+        np.testing.assert_array_equal(a0[f"fsdp.{n}"], a1[f"fsdp.{n}"])
+    ref = mlp(seed=0)
+    x, y = data(0)
+    loss_fn(ref, mg.tensor(x), mg.tensor(y)).backward()
+    w = ref[2].weight.grad.numpy()
+    np.testing.assert_allclose(a0["tp_grad"], w[:, :4], atol=1e-12)           # row-parallel: columns split
+    np.testing.assert_allclose(a1["tp_grad"], w[:, 4:], atol=1e-12)
+    assert {"NcclCommunicator", "allReduce", "broadcast"} <= set(i0["tp_calls"])  # the subgroup's own communicator
+    for n, p in ref.named_parameters():  # the pipeline's gradients: stage 0 has layers 0-2, stage 1 layer 4
+        np.testing.assert_allclose((a0 if n[0] in "02" else a1)[f"pp.{n}"], p.grad.numpy(), atol=1e-12)
