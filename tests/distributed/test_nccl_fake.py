@@ -99,3 +99,25 @@ def test_two_ranks_collectives_and_ddp(tmp_path):
     assert {"NcclCommunicator", "allReduce", "broadcast"} <= set(i0["tp_calls"])  # the subgroup's own communicator
     for n, p in ref.named_parameters():  # the pipeline's gradients: stage 0 has layers 0-2, stage 1 layer 4
         np.testing.assert_allclose((a0 if n[0] in "02" else a1)[f"pp.{n}"], p.grad.numpy(), atol=1e-12)
+
+
+@needs_emulator
+def test_gpu_checks_parallel_part_runs_on_the_fake(monkeypatch):
+    """make gpu-check's FSDP / tensor-parallel / comm-hook check (benchmarks/nccl_check.py), here on the
+    emulated device behind the fake NCCL: the check itself is tested before a GPU ever runs it."""
+    import runpy
+    import fake_nccl
+    from dist_jobs import REPO
+    saved = {k: sys.modules.get(k) for k in ("cupy", "cupy.cuda", "cupy.cuda.nccl")}
+    fake_nccl.install()
+    for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "MINIGRAD_STORE_HOSTED"):
+        monkeypatch.delenv(k, raising=False)
+    try:
+        check = runpy.run_path(str(REPO / "benchmarks" / "nccl_check.py"), run_name="nccl_check")
+        assert check["parallel_world_of_one"]() is True
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                sys.modules.pop(k, None)
+            else:
+                sys.modules[k] = v
