@@ -11,6 +11,7 @@ and one backward: the hidden activations stay sharded. ``from_linear`` / ``from_
 first rank (PyTorch's ``src_data_rank=0``), so every rank slices the same tensor.
 """
 from ...autograd.grad_mode import no_grad
+from ...backend.device import get_backend
 from ...creation import ones
 from ...errors import ArgumentError, ShapeError
 from ...nn import functional as F
@@ -42,8 +43,10 @@ def shard_of(tensor, dim, group, what, parts=None):
         index[dim] = slice(start + rank * k, start + (rank + 1) * k)
         pieces.append(full.data[tuple(index)])
     xp = full.device.xp
-    data = xp.ascontiguousarray(xp.concatenate(pieces, axis=dim) if len(pieces) > 1 else pieces[0])
-    return Parameter(type(full)._make(data.copy(), full.device))
+    data = xp.concatenate(pieces, axis=dim) if len(pieces) > 1 else pieces[0]
+    storage = get_backend(full.device).empty(data.shape, data.dtype)  # from the pool, when one is on
+    storage[...] = data
+    return Parameter(type(full)._make(storage, full.device))
 
 
 class ColumnParallelLinear(Module):
@@ -82,7 +85,7 @@ class RowParallelLinear(Module):
         w = shard_of(linear.weight, 1, group, "RowwiseParallel(Linear) in_features", columns)
         b = None
         if linear.bias is not None:
-            b = Parameter(linear.bias.detach().contiguous())
+            b = Parameter(linear.bias.detach().clone())
             with no_grad():
                 collectives.broadcast(b, src=(group.ranks[0] if group is not None else 0), group=group)
         return cls(w, b, group, input_is_parallel)
