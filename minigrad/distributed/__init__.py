@@ -26,6 +26,7 @@ from .simworld import SimWorld
 from .store import TCPStore
 from .work import Work
 from .zero import ZeroRedundancyOptimizer
+from . import algorithms, fsdp, pipelining, tensor_parallel  # noqa: E402  (subpackages, as torch.distributed's)
 
 __all__ = ["DeviceMesh", "DistributedDataParallel", "DistributedError", "DistTimeoutError", "GroupMember", "ReduceOp",
            "SimWorld", "TCPStore", "Work", "ZeroRedundancyOptimizer", "all_gather", "all_gather_into_tensor",
