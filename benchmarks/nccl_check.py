@@ -24,9 +24,9 @@ def model(seed):
     return nn.Sequential(nn.Linear(8, 32), nn.Tanh(), nn.Linear(32, 4)).double().to("cuda")
 
 
-def train(m, wrap, steps=3):
-    opt = mg.optim.SGD(m.parameters(), lr=0.1)
-    net = wrap(m)
+def fit(net, params, steps=3):
+    """``steps`` SGD steps of ``net`` on fixed random data, the optimizer over ``params``."""
+    opt = mg.optim.SGD(params, lr=0.1)
     rng = np.random.default_rng(0)
     for _ in range(steps):
         x = mg.tensor(rng.standard_normal((16, 8)), device="cuda")
@@ -34,6 +34,11 @@ def train(m, wrap, steps=3):
         opt.zero_grad()
         ((net(x) - y) ** 2).mean().backward()
         opt.step()
+
+
+def train(m, wrap, steps=3):
+    params = list(m.parameters())
+    fit(wrap(m), params, steps)
     return [p.detach().cpu().numpy() for p in m.parameters()]
 
 
@@ -53,18 +58,6 @@ def world_of_one():
     dist.destroy_process_group()
     print(f"nccl world of 1: collectives + DDP == plain training: {'ok' if ok else 'FAILED'}")
     return ok
-
-
-def fit(net, params, steps=3):
-    """Three SGD steps of ``net`` on train()'s data, the optimizer over ``params``."""
-    opt = mg.optim.SGD(params, lr=0.1)
-    rng = np.random.default_rng(0)
-    for _ in range(steps):
-        x = mg.tensor(rng.standard_normal((16, 8)), device="cuda")
-        y = mg.tensor(rng.standard_normal((16, 4)), device="cuda")
-        opt.zero_grad()
-        ((net(x) - y) ** 2).mean().backward()
-        opt.step()
 
 
 def parallel_world_of_one():

@@ -1,5 +1,6 @@
 """The 'nccl' backend's code path without a GPU: the emulated CUDA device and a fake cupy.cuda.nccl,
 in-process (a world of one: stream and event order) and as a 2-rank job (bytes moved by MPI)."""
+import contextlib
 import sys
 
 import numpy as np
@@ -15,23 +16,32 @@ needs_emulator = pytest.mark.skipif(not (mg.cuda.is_available() and mg.cuda.is_e
                                     reason="needs the emulated CUDA device (MINIGRAD_EMULATE_CUDA=1)")
 
 
-@pytest.fixture
-def fake(monkeypatch):
+@contextlib.contextmanager
+def fake_cupy(monkeypatch):
+    """The fake cupy.cuda.nccl in sys.modules (and no launcher variables) while inside."""
     import fake_nccl
     saved = {k: sys.modules.get(k) for k in ("cupy", "cupy.cuda", "cupy.cuda.nccl")}
     fake_nccl.install()
     fake_nccl.calls.clear()
-    import minigrad.distributed as dist
     for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "MINIGRAD_STORE_HOSTED"):
         monkeypatch.delenv(k, raising=False)
-    dist.init_process_group("nccl", rank=0, world_size=1, timeout=10)
-    yield fake_nccl, dist
-    dist.destroy_process_group()
-    for k, v in saved.items():
-        if v is None:
-            sys.modules.pop(k, None)
-        else:
-            sys.modules[k] = v
+    try:
+        yield fake_nccl
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                sys.modules.pop(k, None)
+            else:
+                sys.modules[k] = v
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    import minigrad.distributed as dist
+    with fake_cupy(monkeypatch) as fake_nccl:
+        dist.init_process_group("nccl", rank=0, world_size=1, timeout=10)
+        yield fake_nccl, dist
+        dist.destroy_process_group()
 
 
 @needs_emulator
@@ -106,18 +116,7 @@ def test_gpu_checks_parallel_part_runs_on_the_fake(monkeypatch):
     """make gpu-check's FSDP / tensor-parallel / comm-hook check (benchmarks/nccl_check.py), here on the
     emulated device behind the fake NCCL: the check itself is tested before a GPU ever runs it."""
     import runpy
-    import fake_nccl
     from dist_jobs import REPO
-    saved = {k: sys.modules.get(k) for k in ("cupy", "cupy.cuda", "cupy.cuda.nccl")}
-    fake_nccl.install()
-    for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "MINIGRAD_STORE_HOSTED"):
-        monkeypatch.delenv(k, raising=False)
-    try:
+    with fake_cupy(monkeypatch):
         check = runpy.run_path(str(REPO / "benchmarks" / "nccl_check.py"), run_name="nccl_check")
         assert check["parallel_world_of_one"]() is True
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                sys.modules.pop(k, None)
-            else:
-                sys.modules[k] = v

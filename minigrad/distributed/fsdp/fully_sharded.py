@@ -32,7 +32,7 @@ from ...errors import ArgumentError, StateDictError
 from ...nn.module import Module
 from ...tensor import Tensor
 from .. import collectives
-from ..ddp import _check_same_shapes
+from ..ddp import _check_same_shapes, _tensors
 from ..process_group import ReduceOp, _group
 from .flat_param import FlatParamUnit
 
@@ -317,11 +317,3 @@ def _cast(a, dtype):
     if dtype is None or not isinstance(a, Tensor) or a.data.dtype.kind != "f" or a.data.dtype == dtype:
         return a
     return a.to(dtype.name)
-
-
-def _tensors(obj):
-    if isinstance(obj, Tensor):
-        yield obj
-    elif isinstance(obj, (list, tuple)):
-        for o in obj:
-            yield from _tensors(o)
