@@ -11,6 +11,7 @@ The store has a deadline and knows which ranks came. Under a plain ``mpiexec -n 
 MASTER_PORT, MPI starts first and rank 0 hands out a store's port through MPI.
 """
 import atexit
+import collections
 import datetime
 import json
 import os
@@ -26,6 +27,7 @@ __all__ = ["ReduceOp", "init_process_group", "destroy_process_group", "is_initia
            "comm_stats", "comm_log", "reset_comm_stats"]
 
 default_pg_timeout = datetime.timedelta(minutes=5)
+LOG_LIMIT = 100_000  # records comm_log() keeps in memory; MINIGRAD_COMM_LOG's file keeps every one
 
 
 class ProcessGroup:
@@ -47,7 +49,8 @@ class ProcessGroup:
         self.seq, self.last = 0, "init_process_group"
         self.stats = {}
         self.subgroups, self.groups_made = {}, 0  # world only: name -> ProcessGroup, for the heartbeat
-        self.log, self.log_file = [], None  # world only: every collective of every group, in issue order
+        # world only: the last LOG_LIMIT collectives of every group, in issue order (the file keeps them all)
+        self.log, self.log_file = collections.deque(maxlen=LOG_LIMIT), None
         self.wake_heartbeat = lambda: None
         self._lock = threading.Lock()
 
@@ -310,7 +313,7 @@ def comm_stats(group=None):
 
 
 def comm_log():
-    """This rank's collectives since the last reset, in issue order, every group's: a list of
+    """This rank's collectives since the last reset (the last LOG_LIMIT), in issue order, every group's: a list of
     ``{"op", "bytes", "group", "seq"[, "peer"]}`` (``peer``: the other rank of a send or recv). Written by the
     process group as each collective is issued; with MINIGRAD_COMM_LOG=<folder> also appended to
     <folder>/rank<r>.jsonl as it happens."""

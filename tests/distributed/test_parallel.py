@@ -19,11 +19,16 @@ N = 2
 
 
 @pytest.fixture(scope="module")
-def job(tmp_path_factory):
+def job_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("parallel")
-    proc = launch("parallel_train.py", out, limit=120)
+    proc = launch("parallel_train.py", out, limit=120, env={"MINIGRAD_COMM_LOG": str(out)})
     assert proc.returncode == 0, proc.stdout
-    return [results(out, r) for r in range(N)]
+    return out
+
+
+@pytest.fixture(scope="module")
+def job(job_dir):
+    return [results(job_dir, r) for r in range(N)]
 
 
 @pytest.fixture(scope="module")
@@ -74,6 +79,19 @@ def test_tensor_parallel_mlp_equals_one_process(job):
     for rank, (arrays, _) in enumerate(job):
         for name, full in ref.items():
             np.testing.assert_allclose(arrays[f"tpmlp.{name}"], tp_shard(name, full, rank), atol=1e-6, err_msg=name)
+
+
+def test_the_process_group_writes_the_whole_log_to_a_file(job, job_dir):
+    """MINIGRAD_COMM_LOG: each rank's process group appends every collective as it is issued (a record the
+    code under test does not write itself); a step's in-memory log is a run of it."""
+    import json
+    for rank in range(N):
+        lines = [json.loads(line) for line in (job_dir / f"rank{rank}.jsonl").read_text().splitlines()]
+        ops = [[r["op"], r["bytes"]] for r in lines]
+        step = job[rank][1]["fsdp3_log"]
+        assert any(ops[i:i + len(step)] == step for i in range(len(ops)))
+        world = [r["seq"] for r in lines if r["group"] == "world"]
+        assert world == list(range(1, len(world) + 1))   # issue order, nothing missing
 
 
 def test_tensor_parallel_communication_is_megatrons(job):
