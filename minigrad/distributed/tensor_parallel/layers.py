@@ -141,6 +141,7 @@ class TensorParallelAttention(Module):
         self.group, self.num_heads = group, num_heads
         self.head_dim = out_proj.weight.shape[0] // num_heads
         self.local_heads = num_heads // group_rank_size(group)[1]
+        self.dropout = 0.0  # on the attention weights, in training mode (each rank draws for its heads)
 
     @classmethod
     def from_attention(cls, mha, group=None):
@@ -155,7 +156,9 @@ class TensorParallelAttention(Module):
         w = shard_of(mha.in_proj_weight, 0, group, "HeadwiseParallel in_proj_weight", qkv)
         b = shard_of(mha.in_proj_bias, 0, group, "HeadwiseParallel in_proj_bias", qkv) \
             if mha.in_proj_bias is not None else None
-        return cls(w, b, RowParallelLinear.from_linear(mha.out_proj, group), H, group)
+        layer = cls(w, b, RowParallelLinear.from_linear(mha.out_proj, group), H, group)
+        layer.dropout = mha.dropout
+        return layer
 
     def forward(self, query, key=None, value=None, key_padding_mask=None, need_weights=False, attn_mask=None,
                 average_attn_weights=True, is_causal=False):
@@ -171,7 +174,8 @@ class TensorParallelAttention(Module):
         qkv = F.linear(copy_to_parallel(query, self.group), self.in_proj_weight, self.in_proj_bias)
         q, k, v = (t.reshape(N, L, Hl, D).transpose(1, 2) for t in qkv.split(Hl * D, dim=-1))
         keep, causal = _keep_mask(attn_mask, key_padding_mask, is_causal, N, L, query.device)
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=keep, is_causal=causal)
+        p = self.dropout if self.training else 0.0
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=keep, dropout_p=p, is_causal=causal)
         return self.out_proj(out.transpose(1, 2).reshape(N, L, Hl * D)), None
 
     def extra_repr(self):
