@@ -201,6 +201,20 @@ def test_fake_cupy_semantics(ck):
     np.testing.assert_array_equal(c, [[1, 2, 3], [1, 2, 3]])
 
 
+def test_every_kernel_is_in_the_catalogue(ck):
+    """The NVRTC check (make test-cuda) compiles what KERNELS lists: every kernel of the module is there,
+    with the type bindings it is called with; a second kernel of the same name is refused."""
+    built = {k.name: k for k in vars(ck).values() if isinstance(k, (cupy_on_cpu.ElementwiseKernel,
+                                                                      cupy_on_cpu.RawKernel))}
+    assert len(built) >= 13 and {n: s.kernel for n, s in ck.KERNELS.items()} == built
+    for name, spec in ck.KERNELS.items():
+        assert name.startswith("minigrad_") and spec.kind == "elementwise" and spec.types
+        assert spec.scalars <= {p.name for p in spec.kernel.ins}
+    assert ck.KERNELS["minigrad_adam"].scalars == {"lr", "beta1", "beta2", "eps", "wd", "bc1", "bc2", "decoupled"}
+    with pytest.raises(ValueError, match="'minigrad_div' already exists"):
+        ck.elementwise("T a", "T b", "b = a", "minigrad_div", types=ck.FLOATS)
+
+
 # --- the wiring: ops and optimizers on a device whose backend has the fused kernels ---------------
 @pytest.fixture
 def fused_calls(ck, monkeypatch):
