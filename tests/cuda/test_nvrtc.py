@@ -1,6 +1,7 @@
 """NVRTC, the real CUDA compiler, compiles every CUDA source minigrad can generate, as CuPy would hand it over,
 for sm_80 and sm_90 (tools/nvrtc_check.py says how the sources are made). A rejected kernel fails with
 NVRTC's log and its source. Runs in .venv-cuda (make test-cuda); skips elsewhere."""
+import numpy as np
 import pytest
 
 from tools import nvrtc_check
@@ -111,3 +112,41 @@ def test_a_catalogue_entry_must_declare_its_types(toolchain):
         nvrtc_check.catalogue_sources({"mg_types": _spec(k, [{"T": "float32"}])})
     with pytest.raises(ValueError, match="scalars .*'z'.* are not input parameters"):
         nvrtc_check.catalogue_sources({"mg_types": _spec(k, [{"T": "float32", "S": "int32"}], ["z"])})
+
+
+# --- make gpu-check's comparison of what CuPy compiled ------------------------------------------------
+def test_gpu_check_compares_cupys_compiled_sources_with_the_checks(toolchain, capsys):
+    """On a GPU, benchmarks/gpu_kernel_check.py reads the sources CuPy compiled for each catalogued kernel
+    (``_cached_codes``) and compares them with tools/nvrtc_check.py's. Here kernels stand in whose caches hold
+    what CuPy generates (a strided float64 launch), an undeclared binding, and an edited source."""
+    import pathlib
+    import sys
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "benchmarks"))
+    try:
+        import gpu_kernel_check
+    finally:
+        sys.path.pop(0)
+    from cupy._core import core
+    from minigrad.backend.cuda_kernels import KernelSpec
+
+    class Launched:   # a kernel after launches: CuPy's cache of generated sources, keyed by array dtypes
+        def __init__(self, kernel, codes):
+            self._kernel, self._cached_codes = kernel, codes
+
+        def __getattr__(self, name):
+            return getattr(self._kernel, name)
+
+    k = toolchain.ElementwiseKernel("T x, T a", "T y", "y = a * x", "mg_cached")
+    header = "".join(f"#include <{h}>\n" for h in core._cupy_header_list)
+    cupys = nvrtc_check.elementwise_source(k, {"T": "float64"}, {"a"}, "strided", "").code[len(header):]
+    f64, f32 = np.dtype("float64"), np.dtype("float32")
+    cases = {"declared": Launched(k, {(f64, f64): cupys}), "undeclared": Launched(k, {(f32, f32): cupys}),
+             "edited": Launched(k, {(f64, f64): cupys.replace("a * x", "a + x")})}
+    failures = []
+    for name, kernel in cases.items():
+        spec = KernelSpec("elementwise", kernel, (), ({"T": "float64"},), frozenset({"a"}), {})
+        gpu_kernel_check.check_compiled_bindings(failures, {name: spec})
+    out = capsys.readouterr().out
+    assert failures == ["undeclared undeclared binding", "edited source"], out
+    assert "ok    declared {'T': 'float64'}: compiled by CuPy, source as the NVRTC check's" in out
+    assert "note  undeclared {'T': 'float64'}: declared, not launched" in out
