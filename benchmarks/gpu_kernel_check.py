@@ -219,7 +219,11 @@ def main(argv=None):
         for dt in dts.split():
             if dt in dtypes:
                 compare(name, dt, fn, failures)
-    check_compiled_bindings(failures)
+    try:
+        check_compiled_bindings(failures)
+    except Exception as e:   # CuPy's internals differ from the version tools/nvrtc_check.py models (14.x)
+        print(f"FAIL  CuPy's compiled sources: {type(e).__name__}: {str(e)[:300]}")
+        failures.append("compiled sources")
     check_fusion(dtypes, failures)
     print(f"== {len(failures)} failed" + (": " + ", ".join(failures) if failures else ""))
     return 1 if failures else 0

@@ -29,6 +29,7 @@ A RawKernel's source is its code as given (no CuPy headers), with the same optio
 import argparse
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 import numpy as np
@@ -230,19 +231,21 @@ def batches(sources, size=16):
     return [b for bs in groups.values() for b in bs]
 
 
-def compile_all(sources, arch, size=16):
-    """[Rejected] for every source NVRTC refuses on sm_<arch>. A batch that fails is compiled again kernel by
-    kernel, each from its own exact source, so a log always belongs to one kernel."""
-    rejected = []
-    for batch in batches(sources, size):
+def compile_all(sources, archs, size=16, jobs=2):
+    """[Rejected] for every source NVRTC refuses on any of ``archs`` ('80' or ('80', '90')). A batch that
+    fails is compiled again kernel by kernel, each from its own exact source, so a log always belongs to one
+    kernel. ``jobs`` threads compile at once (NVRTC runs without the GIL and compiles programs in parallel)."""
+    def run(job):
+        arch, batch = job
         program = _split(batch[0])[0] + "".join(_split(s)[1] for s in batch)
         if len(batch) > 1 and compile_one(program, batch[0].options, arch, batch[0].name) is None:
-            continue
-        for s in batch:
-            log = compile_one(s.code, s.options, arch, s.name)
-            if log is not None:
-                rejected.append(Rejected(s, arch, log))
-    return rejected
+            return []
+        return [Rejected(s, arch, log) for s in batch
+                for log in [compile_one(s.code, s.options, arch, s.name)] if log is not None]
+
+    work = [(arch, b) for arch in ([archs] if isinstance(archs, str) else archs) for b in batches(sources, size)]
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        return [r for found in pool.map(run, work) for r in found]
 
 
 def report(rejected, limit=40):
@@ -259,15 +262,15 @@ def report(rejected, limit=40):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--arch", default=",".join(ARCHS), help="comma-separated compute capabilities")
+    ap.add_argument("--jobs", type=int, default=2, help="compiler threads")
     ap.add_argument("--list", action="store_true", help="print every source's label and stop")
     args = ap.parse_args(argv)
     sources, not_emitted = all_sources()
     if args.list:
         print("\n".join(s.label for s in sources))
         return 0
-    rejected, start = [], time.perf_counter()
-    for arch in args.arch.split(","):
-        rejected += compile_all(sources, arch)
+    start = time.perf_counter()
+    rejected = compile_all(sources, args.arch.split(","), jobs=args.jobs)
     print(report(rejected))
     print(f"NVRTC: {len(sources)} kernel sources x {len(args.arch.split(','))} archs compiled in "
           f"{time.perf_counter() - start:.1f}s, {len(rejected)} rejected; {len(not_emitted)} fusion chains "

@@ -198,8 +198,12 @@ def _chain(node):
 
 def _numpy_only(test):
     """``xp.__name__ == "numpy"`` / ``xp is np``: the branch runs on NumPy alone."""
-    text = ast.unparse(test)
-    return re.search(r"xp\.__name__ == ['\"]numpy['\"]|xp is np\b", text) is not None
+    if not isinstance(test, ast.Compare) or len(test.ops) != 1:
+        return False
+    left, op, right = test.left, test.ops[0], test.comparators[0]
+    if isinstance(op, ast.Eq) and isinstance(left, ast.Attribute) and left.attr == "__name__":
+        return (_chain(left.value) or [""])[-1] == "xp" and getattr(right, "value", None) == "numpy"
+    return isinstance(op, ast.Is) and (_chain(left) or [""])[-1] == "xp" and getattr(right, "id", None) == "np"
 
 
 def cupy_uses(root=ROOT / "minigrad"):
@@ -207,9 +211,13 @@ def cupy_uses(root=ROOT / "minigrad"):
     source reaches: through ``import cupy``/``from cupy... import``, attributes bound to those, and ``xp``."""
     uses = []
     for path in sorted(root.rglob("*.py")):
-        tree = ast.parse(path.read_text())
+        text = path.read_text()
+        if "cupy" not in text and "xp" not in text:
+            continue
+        tree = ast.parse(text)
+        nodes = list(ast.walk(tree))
         aliases = {}
-        for node in ast.walk(tree):
+        for node in nodes:
             if isinstance(node, ast.Import):
                 aliases.update({(a.asname or a.name.split(".")[0],): (a.name if a.asname else a.name.split(".")[0])
                                 for a in node.names if a.name.split(".")[0] in ("cupy", "cupyx")})
@@ -217,24 +225,24 @@ def cupy_uses(root=ROOT / "minigrad"):
                 aliases.update({(a.asname or a.name,): f"{node.module}.{a.name}" for a in node.names})
                 uses += [(f"{node.module}.{a.name}", None, f"{path.relative_to(root.parent)}:{node.lineno}")
                          for a in node.names]
+        assigns = [n for n in nodes if isinstance(n, ast.Assign)] if aliases else []
         for _ in range(2):   # x = cupy.cuda; self.nccl, y = nccl, y
-            for node in ast.walk(tree):
-                if isinstance(node, ast.Assign):
-                    targets = node.targets[0].elts if isinstance(node.targets[0], ast.Tuple) else node.targets
-                    values = node.value.elts if isinstance(node.value, ast.Tuple) else [node.value]
-                    for t, v in zip(targets, values):
-                        chain_t, chain_v = _chain(t) if not isinstance(t, ast.Name) else [t.id], _chain(v)
-                        if chain_t and chain_v and tuple(chain_v[:1]) in aliases:
-                            aliases[tuple(chain_t)] = ".".join([aliases[tuple(chain_v[:1])]] + chain_v[1:])
-                        elif chain_t and chain_v and tuple(chain_v[:2]) in aliases:
-                            aliases[tuple(chain_t)] = ".".join([aliases[tuple(chain_v[:2])]] + chain_v[2:])
-        uses += _walk(tree, aliases, f"{path.relative_to(root.parent)}")
+            for node in assigns:
+                targets = node.targets[0].elts if isinstance(node.targets[0], ast.Tuple) else node.targets
+                values = node.value.elts if isinstance(node.value, ast.Tuple) else [node.value]
+                for t, v in zip(targets, values):
+                    chain_t, chain_v = _chain(t) if not isinstance(t, ast.Name) else [t.id], _chain(v)
+                    for n in (1, 2):
+                        if chain_t and chain_v and tuple(chain_v[:n]) in aliases:
+                            aliases[tuple(chain_t)] = ".".join([aliases[tuple(chain_v[:n])]] + chain_v[n:])
+                            break
+        uses += _walk(nodes, aliases, f"{path.relative_to(root.parent)}")
     return uses
 
 
-def _walk(tree, aliases, where):
+def _walk(nodes, aliases, where):
     uses, called, skip = [], {}, set()
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.If) and _numpy_only(node.test):
             skip.update(id(n) for stmt in node.body for n in ast.walk(stmt))
         if isinstance(node, ast.Call):
@@ -242,7 +250,7 @@ def _walk(tree, aliases, where):
         if isinstance(node, ast.Attribute):
             for child in ast.iter_child_nodes(node):
                 skip.add(id(child))   # only the longest chain
-    for node in ast.walk(tree):
+    for node in nodes:
         if not isinstance(node, ast.Attribute) or id(node) in skip:
             continue
         chain = _chain(node)
