@@ -19,9 +19,10 @@ one, for sm_80 and sm_90, exactly as CuPy hands it to NVRTC -- on every CI run, 
 * ``scalars``: the parameters minigrad passes a Python/NumPy number for (the others get arrays): CuPy
   declares the two differently (``const float lr`` vs ``CArray<float, 1, 1, 1> _raw_x``).
 A kernel built anywhere else (``cupy.ElementwiseKernel`` in another module) fails
-tests/cuda/test_kernel_catalogue.py; the fusion pass's generated kernels are the one other source, and the
-check enumerates them itself (every fusible op x dtype). On a GPU, ``make gpu-check`` runs every wrapper
-against NumPy and checks each declared binding was the one CuPy compiled (benchmarks/gpu_kernel_check.py).
+tests/backend/test_kernel_catalogue.py; the fusion pass's generated kernels are the one other source, and the
+check enumerates them itself (every fusible op x dtype). On a GPU, ``make gpu-check`` runs every kernel
+against NumPy through a case of ``catalogue_cases`` in benchmarks/gpu_kernel_check.py (add one for a new
+kernel) and checks that CuPy compiled the declared bindings and the check's sources.
 """
 import functools
 from typing import NamedTuple
