@@ -211,14 +211,15 @@ def _split(source):
 
 
 def batches(sources, size=16):
-    """Sources that share everything before their kernel function (CuPy's headers, typedefs, preamble) and
-    their options, in groups of up to ``size`` with distinct kernel names: one program per group is that
-    shared text followed by each kernel function -- every kernel's exact source, with the other kernels'
-    functions in between. Parsing CuPy's headers is most of NVRTC's time, so a batch costs about one kernel."""
+    """Sources CuPy generated that share everything before their kernel function (CuPy's headers, typedefs,
+    preamble) and their options, in groups of up to ``size`` with distinct kernel names: one program per
+    group is that shared text followed by each kernel function -- every kernel's exact source, with the
+    other kernels' functions in between. Parsing CuPy's headers is most of NVRTC's time, so a batch costs
+    about one kernel. Other sources (RawKernels) are compiled alone."""
     groups = {}
     for s in sources:
         prefix, body = _split(s)
-        if not body:
+        if not body or not s.code.startswith("#include <cupy/"):   # a RawKernel's code: compiled alone
             groups[("alone", id(s))] = [[s]]
             continue
         open_batches = groups.setdefault((prefix, s.options), [])

@@ -304,8 +304,8 @@ def test_a_missing_name_or_keyword_in_the_source_is_found(tmp_path):
     assert {(p, tuple(k or ())) for p, k, _ in uses} == {
         ("cupy.stack", ("axis", "where")), ("cupy.cuda.nccl.NCCL_FLOAT8", ()),
         ("cupy.cuda.Stream", ("non_blocking",)), ("cupy.cuda.nccl", ())}
-    problems = source_problems(uses)
-    assert len(problems) == 2 and "has no where" in "".join(problems) and "no cupy.cuda.nccl.NCCL_FLOAT8" in "".join(problems)
+    problems = "\n".join(source_problems(uses))
+    assert problems.count("\n") == 1 and "has no where" in problems and "no cupy.cuda.nccl.NCCL_FLOAT8" in problems
 
 
 # --- the fakes and the catalogue ------------------------------------------------------------------
@@ -316,7 +316,7 @@ def _load(relpath, name):
     return module
 
 
-def test_fake_nccl_constants_are_ncclss():
+def test_fake_nccl_constants_are_nccls():
     from cupy.cuda import nccl
     fake = _load("tests/distributed/fake_nccl.py", "fake_nccl_under_test")
     names = [n for n in vars(fake) if n.startswith("NCCL_")]
