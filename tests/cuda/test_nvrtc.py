@@ -55,6 +55,12 @@ def test_elementwise_source_is_what_cupy_generates(toolchain):
     options = nvrtc_check.nvrtc_options((), "90")
     assert options[-3:] == ("-ftz=true", "-arch=sm_90", "--device-as-default-execution-space")
     assert "--std=c++17" in options and any(o.endswith("cuda_runtime/include") for o in options)
+    # the wheels' NVRTC and CUDA headers, never a local toolkit (CI has none; this machine's /usr/local/cuda is 13)
+    import sys
+    from cupy_backends.cuda.libs import nvrtc
+    assert nvrtc.getVersion()[0] == 12
+    headers = [o[2:] for o in options if o.startswith("-I") and "cuda_runtime" in o]
+    assert headers and all(h.startswith(sys.prefix) for h in headers)
 
 
 def test_fused_kernel_source_is_the_generators():
