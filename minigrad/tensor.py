@@ -205,7 +205,7 @@ class Tensor:
         self.requires_grad = requires_grad
         return self
 
-    @_ext.factory
+    @_ext.outside_apply
     def detach(self):
         """Same storage, cut from the graph (shares the version counter, like PyTorch)."""
         t = Tensor._make(self.data, self.device)
@@ -319,7 +319,7 @@ def _default_dtype_for(host):
     raise DTypeError(f"tensor: cannot make a tensor from data of dtype {host.dtype}")
 
 
-@_ext.factory
+@_ext.outside_apply
 def tensor(data, dtype=None, device=None, requires_grad=False):
     """A new tensor holding a copy of ``data`` (nested lists, numbers, NumPy arrays, Tensors).
 

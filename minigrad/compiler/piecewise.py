@@ -1,27 +1,31 @@
 """The plan of piecewise replay: a trace with graph breaks cut into *pieces*, each compiled as one graph.
 
 A function with graph breaks needs Python to decide what happens after each break, so on later calls its
-Python runs again (``replay.py``) while the tensors come from compiled graphs. A **piece** is a run of
-recorded ops that Python calls back to back, with nothing in between that needs a value: pieces end at
-every graph break (a host read: ``.item()``, ``bool(t)``, ``print(t)``), at every ``call_function`` node
-(``x > 0``, ``mg.arange``, ``mg.randn``: Python runs those itself, so their inputs must be real and their
-results come from Python) and where grad mode changes. A piece's graph returns only the values that leave
-it: those read by later pieces or by ``call_function`` nodes, the tensors host reads look at, and the
-function's result. Everything else may stay inside a fused kernel; Python is handed a stand-in for it.
+Python runs again (``replay.py``) while the tensors come from compiled graphs. The plan lists the calls
+Python is expected to make (``steps``: the trace's call nodes, in order) and sorts them in two:
+
+* **Python runs it** (``python_runs``): a ``call_function`` node (``x > 0``, ``mg.arange``, ``mg.randn``)
+  and an op with a non-floating result (an index, a mask): replay runs the call as Python makes it and
+  keeps the real result. Library code checks such values on the host (``cross_entropy``'s targets).
+* **pieces**: runs of the other ops that Python calls back to back, ending at every graph break, every
+  node Python runs and every change of grad mode. A piece's graph returns only the values that leave it
+  (read by later pieces or by nodes Python runs, looked at by host reads, or returned); everything else may
+  stay inside a fused kernel, and Python is handed a stand-in for it.
 
 A float or int that an op took as an operand (``y * s`` with ``s = t.item()``) is a constant of the trace;
-when Python passes another value, that operand becomes an input of the piece's graph (the piece is
-rebuilt once), as Dynamo recompiles a specialised float as a dynamic one.
+when Python passes another value, that operand becomes an input of the piece's graph (the piece is rebuilt
+once), as Dynamo recompiles a specialised float as a dynamic one.
 
-A trace whose Python cannot run again without doubling an effect is not replayed piecewise (``why_not``):
-in-place changes of tensors from outside a segment (running statistics, ``add_`` on an input) — a deopt
-re-runs recorded ops — and opaque library calls, whose inner ops Python would call again.
+A trace whose Python cannot run again without doubling an effect (``why_not``: an in-place change of a
+tensor from outside its segment, an op changing an input) runs eagerly instead: a deopt re-runs ops.
 """
+import operator
+
 import numpy as np
 
 from ..random import default_generator
-from .fusion import fuse
 from .ir import Graph, Node, flatten, map_tree, unique_name
+from .passes import lower
 
 _NUMBER = (int, float)
 
@@ -47,7 +51,7 @@ class Piece:
 class Build:
     """One build of a piece: what its placeholders are bound to (``sources``: an outside node, or (node,
     arg index) for a number operand) and its unfused ops, which ``eager()`` re-runs for a stand-in whose
-    value the fused graph never made (a piece is rebuilt when an operand becomes dynamic)."""
+    value the fused graph never made."""
 
     def __init__(self, head, body, sources, name):
         self.head, self.body, self.sources, self.name = head, body, sources, name
@@ -63,26 +67,33 @@ class Build:
 class Plan:
     """Pieces of a trace with graph breaks; ``why_not`` says why it must run eagerly instead (or None)."""
 
-    def __init__(self, tracer, fuse_graphs=True, block=None):
-        self.fuse, self.block = fuse_graphs, block
+    def __init__(self, tracer, fuse=True, optimize=True, block=None):
+        self.fuse, self.optimize, self.block = fuse, optimize, block
         self.why_not = "; ".join(dict.fromkeys(tracer.unsafe)) or None
         self.placeholders = [n for n in tracer.nodes if n.kind == "placeholder"]
-        self.ops = [n for n in tracer.nodes if n.kind == "call_op"]
+        self.transparent = tracer.transparent
+        self.children = {}       # a call returning a tuple -> its getitem nodes
+        for n in tracer.nodes:
+            if n.target is operator.getitem and n.kind == "call_function":
+                self.children.setdefault(n.args[0], []).append(n)
+        self.steps = [n for n in tracer.nodes if n.kind == "call_op" or
+                      (n.kind == "call_function" and n.target is not operator.getitem)]
+        self.python_runs = {n for n in self.steps if n.kind == "call_function" or n.meta["dtype"].kind != "f"}
         self.dynamic = {}        # node -> positional args taken from Python on every call
         self.pieces, self.piece_of = [], {}
         cur = []
-        for n in tracer.nodes:
-            if n.kind == "call_function" or (n.kind == "call_op" and cur and (
-                    n.meta["segment"] != cur[0].meta["segment"] or n.meta["grad"] != cur[0].meta["grad"])):
+        for n in self.steps:
+            if n in self.python_runs or (cur and (n.meta["segment"] != cur[0].meta["segment"] or
+                                                  n.meta["grad"] != cur[0].meta["grad"])):
                 self._close(cur)
                 cur = []
-            if n.kind == "call_op":
+            if n not in self.python_runs:
                 cur.append(n)
         self._close(cur)
         leaving = {a for n in tracer.nodes for a in n.inputs() if self.piece_of.get(a) is not None
                    and self.piece_of.get(a) is not self.piece_of.get(n)}
         leaving.update(tracer.observed)
-        leaving.update(a for a in flatten(map_tree(tracer._known, tracer.output)) if a is not None)
+        leaving.update(a for a in flatten(map_tree(tracer.known, tracer.output)) if a is not None)
         for p in self.pieces:
             p.outputs = [n for n in p.nodes if n in leaving]
             p.out_index = {n: i for i, n in enumerate(p.outputs)}
@@ -102,7 +113,7 @@ class Plan:
         self.build(self.piece_of[node])
 
     def build(self, piece):
-        """(Re)make ``piece.graph``: placeholders for what comes from outside, the ops, fused, compiled."""
+        """(Re)make ``piece.graph``: placeholders for what comes from outside, the ops, lowered."""
         copies, head, sources = {}, [], []
         taken = {n.name for n in piece.nodes}
 
@@ -132,10 +143,8 @@ class Plan:
             copies[n] = Node(n.kind, n.target, args, kwargs, name=n.name, meta=n.meta)
             body.append(copies[n])
         graph = Graph(head + body, tuple(copies[n] for n in piece.outputs), name=f"piece_{piece.index}")
-        if self.fuse:
-            graph = fuse(graph, self.block)
-        graph.compile()
-        piece.graph, piece.build = graph, Build(head, body, sources, graph.name)
+        piece.graph = lower(graph, piece.grad, self.fuse, self.optimize, self.block)
+        piece.build = Build(head, body, sources, graph.name)
 
     def graphs(self):
         return [p.graph for p in self.pieces]

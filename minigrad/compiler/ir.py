@@ -1,26 +1,40 @@
 """The IR: a graph is a list of nodes in execution order, like ``torch.fx``.
 
-Node kinds:
+This is the compiler's public structure: the passes (``passes.py``, ``fusion/``), ``explain``, the a7
+assignment and ONNX export build on exactly what this docstring lists, and nothing else.
+
+``Graph``: ``nodes`` (in execution order, placeholders first), ``output`` (the returned tree: nested
+tuples/lists/dicts whose leaves are Nodes or constants), ``name``; ``placeholders`` (in input order),
+``calls()`` (the call nodes), ``users()`` (Node -> its readers, and ``"output"``), ``op_counts()``,
+``len(graph)`` (the number of calls), ``copy()``, ``print_readable()``, ``draw()``, and ``compile()`` /
+``graph(inputs)`` to run it (``code``: the generated source).
+
+``Node``: ``kind`` and ``target`` (table), ``args``/``kwargs`` (the op's inputs and options: nested
+tuples/lists/dicts whose leaves are Nodes, a value of the graph, or plain Python values), ``inputs()`` (the
+Nodes among them, in order), ``name`` (a Python identifier unique in its graph), ``op_name`` (``mul``,
+``linear``, ``greater``, ``fused_elementwise``) and ``meta``: ``shape``, ``dtype`` (a NumPy dtype),
+``device``, ``requires_grad``, ``where`` (``'model.py:12 in forward'``), ``grad`` (the grad mode it ran
+under); passes add ``fused`` (the op names of a fused chain). Every call node has one value: a call that
+returns a tuple is followed by ``operator.getitem`` call_function nodes, one per element.
 
 =================  =========================================================  ==========================
 kind               target                                                     replay
 =================  =========================================================  ==========================
 ``placeholder``    index of the tensor among the compiled function's inputs   ``inputs[i]``
 ``get_attr``       a tensor the code read but did not compute (a parameter,   the same tensor object, so
-                   a buffer, a constant)                                      updated weights are seen
-``call_op``        a ``Function`` class                                       ``op.apply(*args, **kw)``
-``call_function``  a Python function of the op library that made a tensor     ``fn(*args, **kw)``
-                   outside ``Function.apply`` (``x > 0``, ``mg.arange``)
+                   a buffer) or a constant a pass computed                    updated weights are seen
+``call_op``        a ``Function`` class (its name: ``target.name``)           ``op.apply(*args, **kw)``
+``call_function``  a core function that makes tensors outside                 ``fn(*args, **kw)``
+                   ``Function.apply`` (``mg.arange``, ``x > 0``, ``detach``)
 =================  =========================================================  ==========================
 
-``args``/``kwargs`` are nested tuples/lists/dicts whose leaves are Nodes (a value of the graph) or plain
-Python values. Each node keeps ``meta``: shape, dtype, device, requires_grad and the source line that made it.
-
-``Graph.compile()`` turns the graph into Python source, one line per node (``Graph.code``), and ``exec``s it:
-replaying is then a straight-line function with no per-node interpretation, and ``del`` statements free each
-value after its last use, so a replay holds no more memory than the eager run did.
+``Graph.compile()`` turns the graph into Python source, one line per node, and ``exec``s it: replaying is a
+straight-line function with no per-node interpretation, and ``del`` statements free each value after its
+last use, so a replay holds no more memory than the eager run did.
 """
 import collections
+import functools
+import inspect
 import keyword
 import math
 import re
@@ -28,6 +42,7 @@ import re
 import numpy as np
 
 from ..autograd.grad_mode import set_grad_enabled
+from . import draw as _draw
 
 _LITERALS = (bool, int, str, type(None))
 
@@ -43,20 +58,47 @@ class Node:
 
     @property
     def op_name(self):
-        """The op's name as it reads in messages (``mul``, ``linear``, ``gt``)."""
-        t = self.target
+        """The op's name as it reads in messages (``mul``, ``linear``, ``greater``)."""
         if self.kind == "call_op":
-            return t.name
+            return self.target.name
         if self.kind == "call_function":
-            return getattr(t, "__name__", type(t).__name__).strip("_") or "call"
+            return getattr(self.target, "__name__", type(self.target).__name__).strip("_") or "call"
         return self.kind
 
     def inputs(self):
         """The nodes this node reads, in order (duplicates kept)."""
         return [a for a in flatten((self.args, self.kwargs)) if isinstance(a, Node)]
 
+    def describe(self):
+        """'f32[4, 8]' (plus the device when not cpu), or '?' for a node without a tensor value."""
+        m = self.meta
+        if "shape" not in m:
+            return "?"
+        dt = np.dtype(m["dtype"])
+        dev = m.get("device")
+        tail = f" {dev}" if dev is not None and str(dev) != "cpu" else ""
+        return f"{dt.kind}{dt.itemsize * 8}{list(m['shape'])}{tail}"   # f32, i64, b8
+
     def __repr__(self):
         return f"%{self.name}"
+
+
+def is_random(node):
+    """True for a node that draws random numbers (dropout, ``mg.randn``): it takes a ``generator``. Such a
+    node is never folded, merged or removed: that would change the random stream against eager mode."""
+    if node.kind not in ("call_op", "call_function") or "generator" in node.kwargs:
+        return "generator" in node.kwargs
+    if getattr(node.target, "draws_random", False):   # a scan whose body draws
+        return True
+    return "generator" in _parameters(node.target.forward if node.kind == "call_op" else node.target)
+
+
+@functools.lru_cache(maxsize=None)
+def _parameters(fn):
+    try:
+        return frozenset(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return frozenset()
 
 
 def flatten(tree):
@@ -79,21 +121,6 @@ def map_tree(fn, tree):
     return fn(tree)
 
 
-def short_dtype(dtype):
-    """'f32', 'i64', 'b8': the dtype in the ``print_readable`` style."""
-    dt = np.dtype(dtype)
-    return {"f": "f", "i": "i", "u": "u", "b": "b", "c": "c"}.get(dt.kind, dt.kind) + str(dt.itemsize * 8)
-
-
-def describe(meta):
-    """'f32[4, 8]' (plus the device when not cpu)."""
-    if "shape" not in meta:
-        return "?"
-    dev = meta.get("device")
-    tail = f" {dev}" if dev is not None and str(dev) != "cpu" else ""
-    return f"{short_dtype(meta['dtype'])}{list(meta['shape'])}{tail}"
-
-
 class Graph:
     """Nodes in execution order plus an output tree whose leaves are Nodes or constants."""
 
@@ -101,7 +128,8 @@ class Graph:
         self.nodes = list(nodes or [])
         self.output = output
         self.name = name
-        self.grad = None   # the grad mode the graph is replayed under (the guard's); see _codegen
+        self.grad = None     # the grad mode the graph is replayed under (the guard's); see _codegen
+        self.passes = {}     # what the graph passes removed: {'constant folding': 2, 'cse': 1, 'dce': 3}
         self._fn = None
         self.code = None
 
@@ -132,25 +160,35 @@ class Graph:
     def __len__(self):
         return len(self.calls())
 
-    # --- printing --------------------------------------------------------------------------------
+    def copy(self, name=None):
+        """A graph of new Node objects with the same kinds, targets, arguments, names and meta."""
+        copies = {}
+
+        def ref(a):
+            return copies.get(a, a) if isinstance(a, Node) else a
+        for n in self.nodes:
+            args, kwargs = map_tree(ref, (n.args, n.kwargs))
+            copies[n] = Node(n.kind, n.target, args, kwargs, name=n.name, meta=n.meta)
+        g = Graph(copies.values(), map_tree(ref, self.output), name or self.name)
+        g.grad, g.passes = self.grad, dict(self.passes)
+        return g
+
+    # --- printing and drawing --------------------------------------------------------------------
     def print_readable(self, print_output=True):
         """One line per node, in the style of ``torch.fx.GraphModule.print_readable``; returns the text."""
-        ins = ", ".join(f"{n.name}: {describe(n.meta)}" for n in self.placeholders)
+        ins = ", ".join(f"{n.name}: {n.describe()}" for n in self.placeholders)
         lines = [f"{self.name}({ins}):"]
         for n in self.nodes:
             if n.kind == "placeholder":
                 continue
             if n.kind == "get_attr":
-                what = "parameter" if n.meta.get("requires_grad") else "constant"
-                rhs = f"{what}"
+                rhs = "constant" if n.meta.get("constant") or not n.meta.get("requires_grad") else "parameter"
             else:
                 args = [_show(a) for a in n.args] + [f"{k}={_show(v)}" for k, v in n.kwargs.items()]
                 rhs = f"{n.op_name}({', '.join(args)})"
-            line = f"    {n.name}: {describe(n.meta)} = {rhs}"
+            line = f"    {n.name}: {n.describe()} = {rhs}"
             where = n.meta.get("where")
-            if where:
-                line = f"{line:<72} # {where}"
-            lines.append(line)
+            lines.append(f"{line:<72} # {where}" if where else line)
         lines.append(f"    return {_show(self.output)}")
         text = "\n".join(lines)
         if print_output:
@@ -160,7 +198,10 @@ class Graph:
     def __str__(self):
         return self.print_readable(print_output=False)
 
-    # ``Graph.draw(path=None, ax=None)`` is bound by draw.py (a picture needs graphviz or matplotlib)
+    def draw(self, path=None, ax=None):
+        """A picture of the graph: a graphviz.Digraph when graphviz is installed (written to ``path`` if
+        given), else a matplotlib Axes (see ``draw.py``)."""
+        return _draw.draw(self, path=path, ax=ax)
 
     # --- replay ----------------------------------------------------------------------------------
     def compile(self):
@@ -186,8 +227,8 @@ def _show(a):
         return "{" + ", ".join(f"{k!r}: {_show(v)}" for k, v in a.items()) + "}"
     if isinstance(a, np.ndarray):
         return f"array{list(a.shape)}"
-    if getattr(a, "_minigrad_kernel", False):
-        return a.name
+    if hasattr(a, "label"):   # a fused kernel, a scan's body: by its label
+        return a.label
     text = repr(a)
     return text if len(text) <= 40 else text[:37] + "..."
 

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import minigrad as mg
-from minigrad.compile import GraphBreakError
+from minigrad.compiler import GraphBreakError
 
 
 def branchy(x):

@@ -13,7 +13,7 @@ starts a chain of its own. A reduction, a matmul or any other op is never fusibl
 On the CPU a kernel runs block by block on a few threads: ``blocked.BLOCK`` elements per block and
 ``blocked.THREADS`` threads (module-level settings; see blocked.py for the memory this costs).
 """
-from ..ir import Graph, Node, map_tree
+from ..ir import Node
 from .kernel import FusedElementwise, FusedKernel, Step
 from .table import RULES, _lit, operands_and_attrs
 
@@ -69,14 +69,7 @@ def make_kernel(chain, name, block=None):
 
 def fuse(graph, block=None):
     """A copy of ``graph`` in which every chain is one ``fused_elementwise`` node."""
-    copies = {}
-    nodes = []
-    for n in graph.nodes:
-        args, kwargs = map_tree(lambda a: copies.get(a, a) if isinstance(a, Node) else a, (n.args, n.kwargs))
-        copies[n] = Node(n.kind, n.target, args, kwargs, name=n.name, meta=n.meta)
-        nodes.append(copies[n])
-    g = Graph(nodes, map_tree(lambda a: copies.get(a, a) if isinstance(a, Node) else a, graph.output),
-              name=graph.name)
+    g = graph.copy()
     taken = {n.name for n in g.nodes}
     for i, chain in enumerate(find_chains(g)):
         name = _name(chain, i, taken)

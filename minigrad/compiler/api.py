@@ -24,8 +24,15 @@ What replay means:
   opaque library calls) run eagerly on later calls, as ``explain`` reports. ``fullgraph=True`` makes any
   break an error naming its line.
 
+Before a graph replays it goes through the passes (``passes.py``: constant folding, common sub-expression
+elimination, dead-code elimination; ``optimize=False`` skips them) and the fusion pass (``fuse=False``).
+
 ``stats``: ``traces``, ``replays`` (whole-graph replays), ``piecewise`` (calls replayed piecewise, deopted
 or not), ``deopts`` (piecewise calls that went eager part-way) and ``eager`` (calls run eagerly).
+
+``mg.compile`` is an ordinary function, as ``torch.compile`` is; the machinery is this package,
+``minigrad.compiler`` (as Dynamo and Inductor are packages under ``torch``). The function carries three
+attributes: ``mg.compile.explain``, ``mg.compile.scan`` and ``mg.compile.GraphBreakError``.
 """
 import functools
 import inspect
@@ -34,11 +41,12 @@ import warnings
 from ..autograd import extensions
 from ..autograd.grad_mode import is_grad_enabled
 from ..tensor import Tensor
-from .fusion import fuse
-from .ir import flatten
+from .capture import GraphBreakError, Tracer, tensors_of
+from .explain import ExplainOutput
+from .loops import scan
+from .passes import lower
 from .piecewise import Plan
 from .replay import Call
-from .tracer import Tracer
 
 DEOPT_LIMIT = 2   # deoptimised piecewise calls in a row after which a guard set runs eagerly
 
@@ -76,8 +84,9 @@ class _Entry:
 class CompiledFunction:
     """What ``mg.compile(fn)`` returns. ``.stats`` counts traces, replays and eager calls."""
 
-    def __init__(self, fn, *, fullgraph=False, fuse=True, cache_size_limit=8, block_size=None, module=None):
-        self.fn, self.fullgraph, self.fuse = fn, fullgraph, fuse
+    def __init__(self, fn, *, fullgraph=False, fuse=True, optimize=True, cache_size_limit=8, block_size=None,
+                 module=None):
+        self.fn, self.fullgraph, self.fuse, self.optimize = fn, fullgraph, fuse, optimize
         self.cache_size_limit, self.block_size, self.module = cache_size_limit, block_size, module
         self.cache = {}
         self.stats = {"traces": 0, "replays": 0, "eager": 0, "piecewise": 0, "deopts": 0}
@@ -85,7 +94,7 @@ class CompiledFunction:
         functools.update_wrapper(self, fn if module is None else module.forward, updated=())
 
     def guard_key(self, args, kwargs):
-        tensors = [id(a) for a in flatten((args, kwargs)) if isinstance(a, Tensor)]
+        tensors = [id(a) for a in tensors_of((args, kwargs))]
         aliases = tuple(tensors.index(t) for t in tensors)   # f(x, x) and f(x, y) are different graphs
         extra = (aliases, is_grad_enabled(), tuple(id(c) for c in extensions.input_casts.callbacks))
         if self.module is not None:
@@ -108,7 +117,7 @@ class CompiledFunction:
             return result
         if entry.graph is not None:
             self.stats["replays"] += 1
-            return entry.graph([a for a in flatten((args, kwargs)) if isinstance(a, Tensor)])
+            return entry.graph(tensors_of((args, kwargs)))
         if entry.plan.why_not is not None:
             self.stats["eager"] += 1
             return self.fn(*args, **kwargs)
@@ -116,15 +125,8 @@ class CompiledFunction:
 
     def _piecewise(self, entry, args, kwargs):
         self.stats["piecewise"] += 1
-        call = Call(entry.plan, [a for a in flatten((args, kwargs)) if isinstance(a, Tensor)])
-        handle = extensions.forward_wrappers.add(call.wrap)
-        ok = False
-        try:
-            result = self.fn(*args, **kwargs)
-            ok = True
-        finally:
-            handle.remove()
-            call.finish(ok)
+        call = Call(entry.plan, tensors_of((args, kwargs)))
+        result = call.run(self.fn, args, kwargs)
         if call.deopted is None:
             entry.deopts = 0
         else:
@@ -139,17 +141,10 @@ class CompiledFunction:
         self.stats["traces"] += 1
         tracer = Tracer(self._names(args, kwargs), fullgraph=self.fullgraph)
         result = tracer.run(self.fn, args, kwargs)
-        graph = plan = None
-        if not tracer.breaks:
-            graph = tracer.full_graph()
-            mixed = any(n.meta.get("grad", tracer.grad_enabled) != tracer.grad_enabled for n in graph.nodes)
-            if self.fuse and not mixed:   # a fused chain has one grad mode: none across a no_grad block
-                graph = fuse(graph, self.block_size)
-            graph.grad = tracer.grad_enabled   # ops traced under another grad mode (no_grad blocks) keep it
-            graph.compile()
-        else:
-            plan = Plan(tracer, self.fuse, self.block_size)
-        return result, _Entry(tracer, graph, plan)
+        if tracer.breaks:
+            return result, _Entry(tracer, None, Plan(tracer, self.fuse, self.optimize, self.block_size))
+        graph = lower(tracer.full_graph(), tracer.grad_enabled, self.fuse, self.optimize, self.block_size)
+        return result, _Entry(tracer, graph)
 
     def _names(self, args, kwargs):
         """id(tensor) -> a readable name: parameters by their module path, inputs by parameter name."""
@@ -185,17 +180,31 @@ class CompiledFunction:
         return f"<compiled {getattr(self, '__name__', 'fn')}: {len(self.cache)} graph(s), {self.stats}>"
 
 
-def compile(fn=None, *, fullgraph=False, fuse=True, cache_size_limit=8, block_size=None):
+def compile(fn=None, *, fullgraph=False, fuse=True, optimize=True, cache_size_limit=8, block_size=None):
     """Compile a function or an ``nn.Module``; usable as ``@mg.compile`` or ``@mg.compile(fullgraph=True)``.
 
     Like ``torch.compile`` (same name, same place: it shadows the builtin only inside minigrad's
-    namespace). ``fuse`` runs the elementwise-fusion pass; ``block_size`` is the fused kernels' block (in
-    elements). Returns a ``CompiledFunction`` (for a module, one that forwards attribute access to it).
+    namespace). ``optimize`` runs the graph passes, ``fuse`` the elementwise-fusion pass; ``block_size`` is
+    the fused kernels' block (in elements). Returns a ``CompiledFunction`` (for a module, one that forwards
+    attribute access to it).
     """
+    opts = dict(fullgraph=fullgraph, fuse=fuse, optimize=optimize, cache_size_limit=cache_size_limit,
+                block_size=block_size)
     if fn is None:
-        return functools.partial(compile, fullgraph=fullgraph, fuse=fuse, cache_size_limit=cache_size_limit,
-                                 block_size=block_size)
-    opts = dict(fullgraph=fullgraph, fuse=fuse, cache_size_limit=cache_size_limit, block_size=block_size)
+        return functools.partial(compile, **opts)
     if hasattr(fn, "named_parameters") and hasattr(fn, "forward"):
         return CompiledFunction(fn.__call__, module=fn, **opts)
     return CompiledFunction(fn, **opts)
+
+
+def explain(fn, *args, **kwargs):
+    """Trace ``fn(*args, **kwargs)`` once, eagerly (its side effects happen once), and return what capture
+    made of it, as ``torch._dynamo.explain`` does: an ``ExplainOutput`` (print it for the report). ``fn``:
+    a function, an ``nn.Module`` or what ``mg.compile`` returned (then with its options)."""
+    compiled = fn if isinstance(fn, CompiledFunction) else compile(fn)
+    tracer = Tracer(compiled._names(args, kwargs))
+    tracer.run(compiled.fn, args, kwargs)
+    return ExplainOutput(tracer, compiled.block_size)
+
+
+compile.explain, compile.scan, compile.GraphBreakError = explain, scan, GraphBreakError
