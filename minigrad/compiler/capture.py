@@ -84,7 +84,7 @@ class Tracer:
     def __init__(self, names=None, fullgraph=False, outer=None):
         self.nodes, self.breaks, self.fullgraph, self.outer = [], [], fullgraph, outer
         self.values = {}         # id(tensor) -> [tensor, node, version when last seen]
-        self.names, self.taken = names or {}, set()
+        self.names, self.taken = names or {}, {}
         self.grad_enabled = is_grad_enabled()
         self.output = None
         self.observed = []       # nodes whose values host reads looked at (piecewise replay keeps them real)
@@ -115,7 +115,7 @@ class Tracer:
 
     def graphs(self):
         """One Graph per segment between graph breaks (a function without breaks has exactly one)."""
-        return [self._segment(g, len(self.breaks) + 1) for g in range(len(self.breaks) + 1)]
+        return [self._segment(g) for g in range(len(self.breaks) + 1)]
 
     def full_graph(self):
         """The whole trace as one replayable Graph (only meaningful without graph breaks)."""
@@ -250,7 +250,7 @@ class Tracer:
                 what = " (an input or parameter)" if node.kind in ("placeholder", "get_attr") else ""
                 self._graph_break(f"in-place change of {node.name}{what} outside a recorded op", located=False)
 
-    def _segment(self, g, n_graphs):
+    def _segment(self, g):
         """Graph ``g``: its nodes, placeholders for what earlier graphs made, outputs for what later read."""
         mine = [n for n in self.nodes if n.meta["segment"] == g and n.kind != "placeholder"]
         inside = set(mine)
@@ -266,10 +266,10 @@ class Tracer:
             args, kwargs = map_tree(lambda a: copies.get(a, a) if isinstance(a, Node) else a, (n.args, n.kwargs))
             copies[n] = Node(n.kind, n.target, args, kwargs, name=n.name, meta=n.meta)
             body.append(copies[n])
-        read_later = [a for n in self.nodes if n.meta["segment"] > g for a in n.inputs() if a in inside]
-        if g == n_graphs - 1:
-            read_later += [a for a in flatten(map_tree(self.known, self.output)) if a in inside]
-        return Graph(head + body, tuple(copies[a] for a in dict.fromkeys(read_later)), name=f"graph_{g}")
+        # it returns what later graphs read, what Python read (host reads) and what the function returns
+        leaving = [a for n in self.nodes if n.meta["segment"] > g for a in n.inputs()] + self.observed + \
+            [a for a in flatten(map_tree(self.known, self.output)) if a is not None]
+        return Graph(head + body, tuple(copies[a] for a in dict.fromkeys(leaving) if a in inside), name=f"graph_{g}")
 
     def known(self, x):
         """The node of ``x`` if it is a tensor the trace knows, else None."""

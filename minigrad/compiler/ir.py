@@ -234,15 +234,20 @@ def _show(a):
 
 
 def unique_name(base, taken):
-    """A Python identifier from ``base`` not in ``taken`` (adds it there)."""
+    """A Python identifier from ``base`` not yet in ``taken`` (a dict: name -> the last suffix used with it,
+    so that the hundredth ``matmul`` costs no more than the first); adds it there."""
     name = re.sub(r"\W", "_", base).strip("_").lower() or "v"
     if name[0].isdigit() or keyword.iskeyword(name):
         name = "v_" + name
-    candidate, i = name, 1
+    i = taken.get(name)
+    if i is None:
+        taken[name] = 0
+        return name
+    candidate = name
     while candidate in taken:
-        candidate = f"{name}_{i}"
         i += 1
-    taken.add(candidate)
+        candidate = f"{name}_{i}"
+    taken[name], taken[candidate] = i, 0
     return candidate
 
 

@@ -115,7 +115,7 @@ class Plan:
     def build(self, piece):
         """(Re)make ``piece.graph``: placeholders for what comes from outside, the ops, lowered."""
         copies, head, sources = {}, [], []
-        taken = {n.name for n in piece.nodes}
+        taken = dict.fromkeys((n.name for n in piece.nodes), 0)
 
         def outside(a):
             if a not in copies:
@@ -124,7 +124,7 @@ class Plan:
                 else:
                     copies[a] = Node("placeholder", len(sources), name=a.name, meta=a.meta)
                     sources.append(a)
-                taken.add(a.name)
+                taken.setdefault(a.name, 0)
                 head.append(copies[a])
             return copies[a]
 

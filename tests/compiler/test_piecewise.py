@@ -116,7 +116,8 @@ def test_random_chains_with_a_break_and_python_branches_equal_eager(steps, cut, 
     rng = np.random.default_rng(seed)
     for _ in range(4):
         x0 = rng.normal(size=(3, 4))
-        _assert_same(_value_and_grads(c, [x0]), _value_and_grads(f, [x0]), rtol=1e-10)
+        with np.errstate(over="ignore", invalid="ignore"):   # a random chain may overflow: both sides alike
+            _assert_same(_value_and_grads(c, [x0]), _value_and_grads(f, [x0]), rtol=1e-10)
     assert c.stats["traces"] == 1 and c.stats["piecewise"] + c.stats["eager"] == 3
 
 
