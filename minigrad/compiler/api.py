@@ -53,7 +53,7 @@ DEOPT_LIMIT = 2   # deoptimised piecewise calls in a row after which a guard set
 
 def _guard(x):
     if isinstance(x, Tensor):
-        return ("T", x.data.shape, x.data.dtype.str, str(x.device), x.requires_grad)
+        return ("T", x.data.shape, x.data.dtype, x.device, x.requires_grad)
     if isinstance(x, (tuple, list)):
         return (type(x).__name__,) + tuple(_guard(v) for v in x)
     if isinstance(x, dict):
@@ -93,16 +93,17 @@ class CompiledFunction:
         self._warned = False
         functools.update_wrapper(self, fn if module is None else module.forward, updated=())
 
-    def guard_key(self, args, kwargs):
-        tensors = [id(a) for a in tensors_of((args, kwargs))]
-        aliases = tuple(tensors.index(t) for t in tensors)   # f(x, x) and f(x, y) are different graphs
+    def guard_key(self, args, kwargs, tensors):
+        ids = [id(a) for a in tensors]
+        aliases = tuple(ids.index(t) for t in ids)   # f(x, x) and f(x, y) are different graphs
         extra = (aliases, is_grad_enabled(), tuple(id(c) for c in extensions.input_casts.callbacks))
         if self.module is not None:
             extra += (tuple(m.training for m in self.module.modules()),)
         return _guard((args, kwargs)) + extra
 
     def __call__(self, *args, **kwargs):
-        key = self.guard_key(args, kwargs)
+        tensors = tensors_of((args, kwargs))
+        key = self.guard_key(args, kwargs, tensors)
         entry = self.cache.get(key)
         if entry is None:
             if len(self.cache) >= self.cache_size_limit:
@@ -117,15 +118,15 @@ class CompiledFunction:
             return result
         if entry.graph is not None:
             self.stats["replays"] += 1
-            return entry.graph(tensors_of((args, kwargs)))
+            return entry.graph(tensors)
         if entry.plan.why_not is not None:
             self.stats["eager"] += 1
             return self.fn(*args, **kwargs)
-        return self._piecewise(entry, args, kwargs)
+        return self._piecewise(entry, args, kwargs, tensors)
 
-    def _piecewise(self, entry, args, kwargs):
+    def _piecewise(self, entry, args, kwargs, tensors):
         self.stats["piecewise"] += 1
-        call = Call(entry.plan, tensors_of((args, kwargs)))
+        call = Call(entry.plan, tensors)
         result = call.run(self.fn, args, kwargs)
         if call.deopted is None:
             entry.deopts = 0

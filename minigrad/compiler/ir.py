@@ -300,7 +300,7 @@ def _codegen(graph):
         elif n.kind == "get_attr":
             rhs = const(n.target)
         else:
-            fn = const(n.target.apply if n.kind == "call_op" else n.target)
+            fn = const(n.target) + (".apply" if n.kind == "call_op" else "")   # looked up per call: never stale
             args = [render(a) for a in n.args] + [f"{k}={render(v)}" for k, v in n.kwargs.items()]
             mode = n.meta.get("grad")
             if graph.grad is not None and mode is not None and mode != graph.grad:

@@ -72,11 +72,12 @@ def fuse(graph, block=None):
     g = graph.copy()
     taken, dead = dict.fromkeys((n.name for n in g.nodes), 0), set()
     for chain in find_chains(g):
-        name = unique_name("fused_" + "_".join(list(dict.fromkeys(n.op_name for n in chain))[:4]), taken)
+        ops = [n.op_name for n in chain]
+        name = unique_name("fused_" + "_".join(list(dict.fromkeys(ops))[:4]), taken)
         kernel, inputs = make_kernel(chain, name, block)
         sink = chain[-1]
         sink.target, sink.args, sink.kwargs, sink.name = FusedElementwise, tuple(inputs), {"kernel": kernel}, name
-        sink.meta = dict(sink.meta, fused=[n.op_name for n in chain])
+        sink.meta = dict(sink.meta, fused=ops)
         dead.update(chain[:-1])
     g.nodes = [n for n in g.nodes if n not in dead]
     return g

@@ -256,7 +256,8 @@ class FusedElementwise(Function):
     def forward(ctx, *inputs, kernel):
         ctx.kernel = kernel
         ctx.save_for_backward(*inputs)
-        shape = np.broadcast_shapes(*[np.shape(x) for x in inputs])
+        shapes = {np.shape(x) for x in inputs}
+        shape = shapes.pop() if len(shapes) == 1 else np.broadcast_shapes(*shapes)
         if ctx.xp is np:
             return kernel.forward_numpy(inputs, ctx.empty(shape, kernel.dtype))
         if kernel.cupy_supported():
