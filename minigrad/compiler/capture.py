@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from ..autograd import extensions
 from ..autograd.grad_mode import is_grad_enabled
 from ..tensor import Tensor
-from .ir import Graph, Node, flatten, map_tree, unique_name
+from .ir import Graph, Node, flatten, map_tree, subgraph, unique_name
 
 active = contextvars.ContextVar("minigrad_compile_capture", default=None)
 
@@ -251,25 +251,13 @@ class Tracer:
                 self._graph_break(f"in-place change of {node.name}{what} outside a recorded op", located=False)
 
     def _segment(self, g):
-        """Graph ``g``: its nodes, placeholders for what earlier graphs made, outputs for what later read."""
+        """Graph ``g``: its nodes, returning what later graphs read, what Python read (host reads) and what
+        the function returns."""
         mine = [n for n in self.nodes if n.meta["segment"] == g and n.kind != "placeholder"]
         inside = set(mine)
-        copies, head = {}, []
-        for n in mine:
-            for a in n.inputs():
-                if a not in inside and a not in copies:
-                    kind, target = ("get_attr", a.target) if a.kind == "get_attr" else ("placeholder", len(head))
-                    copies[a] = Node(kind, target, name=a.name, meta=a.meta)
-                    head.append(copies[a])
-        body = []
-        for n in mine:
-            args, kwargs = map_tree(lambda a: copies.get(a, a) if isinstance(a, Node) else a, (n.args, n.kwargs))
-            copies[n] = Node(n.kind, n.target, args, kwargs, name=n.name, meta=n.meta)
-            body.append(copies[n])
-        # it returns what later graphs read, what Python read (host reads) and what the function returns
         leaving = [a for n in self.nodes if n.meta["segment"] > g for a in n.inputs()] + self.observed + \
             [a for a in flatten(map_tree(self.known, self.output)) if a is not None]
-        return Graph(head + body, tuple(copies[a] for a in dict.fromkeys(leaving) if a in inside), name=f"graph_{g}")
+        return subgraph(mine, [a for a in dict.fromkeys(leaving) if a in inside], f"graph_{g}")[0]
 
     def known(self, x):
         """The node of ``x`` if it is a tensor the trace knows, else None."""

@@ -184,12 +184,12 @@ class Graph:
             if n.kind == "get_attr":
                 rhs = "constant" if n.meta.get("constant") or not n.meta.get("requires_grad") else "parameter"
             else:
-                args = [_show(a) for a in n.args] + [f"{k}={_show(v)}" for k, v in n.kwargs.items()]
+                args = [render(a, _short) for a in n.args] + [f"{k}={render(v, _short)}" for k, v in n.kwargs.items()]
                 rhs = f"{n.op_name}({', '.join(args)})"
             line = f"    {n.name}: {n.describe()} = {rhs}"
             where = n.meta.get("where")
             lines.append(f"{line:<72} # {where}" if where else line)
-        lines.append(f"    return {_show(self.output)}")
+        lines.append(f"    return {render(self.output, _short)}")
         text = "\n".join(lines)
         if print_output:
             print(text)
@@ -216,15 +216,60 @@ class Graph:
         return (self._fn or self.compile())(inputs)
 
 
-def _show(a):
+def subgraph(nodes, outputs, name, scalars=None):
+    """``nodes`` (in order) copied into a Graph returning ``outputs``. A node outside them that they read
+    becomes a placeholder (a ``get_attr`` stays one), and so does each positional argument ``scalars``
+    names (node -> arg indices: numbers that vary between calls). Returns the graph and ``sources``: what
+    each placeholder stands for, an outside node or a (node, arg index)."""
+    inside, copies, head, body, sources = set(nodes), {}, [], [], []
+    taken = dict.fromkeys((n.name for n in nodes), 0)
+
+    def outside(a):
+        if a not in copies:
+            kind, target = ("get_attr", a.target) if a.kind == "get_attr" else ("placeholder", len(sources))
+            copies[a] = Node(kind, target, name=a.name, meta=a.meta)
+            if kind == "placeholder":
+                sources.append(a)
+            taken.setdefault(a.name, 0)
+            head.append(copies[a])
+        return copies[a]
+
+    for n in nodes:
+        args, kwargs = map_tree(lambda a: (copies[a] if a in inside else outside(a)) if isinstance(a, Node) else a,
+                                (n.args, n.kwargs))
+        args = list(args)
+        for i in sorted((scalars or {}).get(n, ())):
+            dtype = np.dtype(np.float64 if type(n.args[i]) is float else np.int64)
+            args[i] = Node("placeholder", len(sources), name=unique_name(f"{n.name}_arg{i}", taken),
+                           meta={"shape": (), "dtype": dtype})
+            sources.append((n, i))
+            head.append(args[i])
+        copies[n] = Node(n.kind, n.target, args, kwargs, name=n.name, meta=n.meta)
+        body.append(copies[n])
+    return Graph(head + body, tuple(copies[a] for a in outputs), name), sources
+
+
+def render(a, const):
+    """Python source for an argument: Nodes by name, containers and literals as written, anything else
+    through ``const`` (the generated code binds it as a global; ``print_readable`` shows it short)."""
     if isinstance(a, Node):
         return a.name
-    if isinstance(a, tuple):
-        return "(" + ", ".join(_show(x) for x in a) + ("," if len(a) == 1 else "") + ")"
+    if isinstance(a, tuple) and not hasattr(a, "_fields"):
+        return "(" + "".join(render(x, const) + ", " for x in a) + ")"
     if isinstance(a, list):
-        return "[" + ", ".join(_show(x) for x in a) + "]"
-    if isinstance(a, dict):
-        return "{" + ", ".join(f"{k!r}: {_show(v)}" for k, v in a.items()) + "}"
+        return "[" + ", ".join(render(x, const) for x in a) + "]"
+    if isinstance(a, dict) and all(isinstance(k, str) for k in a):
+        return "{" + ", ".join(f"{k!r}: {render(v, const)}" for k, v in a.items()) + "}"
+    if type(a) in _LITERALS or (type(a) is float and math.isfinite(a)):
+        return repr(a)
+    if a is Ellipsis:
+        return "..."
+    if type(a) is slice:
+        return f"slice({render(a.start, const)}, {render(a.stop, const)}, {render(a.step, const)})"
+    return const(a)
+
+
+def _short(a):
     if isinstance(a, np.ndarray):
         return f"array{list(a.shape)}"
     if hasattr(a, "label"):   # a fused kernel, a scan's body: by its label
@@ -267,23 +312,6 @@ def _codegen(graph):
             env[consts[key]] = value
         return consts[key]
 
-    def render(a):
-        if isinstance(a, Node):
-            return a.name
-        if isinstance(a, tuple) and not hasattr(a, "_fields"):
-            return "(" + "".join(render(x) + ", " for x in a) + ")"
-        if isinstance(a, list):
-            return "[" + ", ".join(render(x) for x in a) + "]"
-        if isinstance(a, dict) and all(isinstance(k, str) for k in a):
-            return "{" + ", ".join(f"{k!r}: {render(v)}" for k, v in a.items()) + "}"
-        if type(a) in _LITERALS or (type(a) is float and math.isfinite(a)):
-            return repr(a)
-        if a is Ellipsis:
-            return "..."
-        if type(a) is slice:
-            return f"slice({render(a.start)}, {render(a.stop)}, {render(a.step)})"
-        return const(a)
-
     last_use = {}
     for i, n in enumerate(graph.nodes):
         for a in n.inputs():
@@ -301,7 +329,7 @@ def _codegen(graph):
             rhs = const(n.target)
         else:
             fn = const(n.target) + (".apply" if n.kind == "call_op" else "")   # looked up per call: never stale
-            args = [render(a) for a in n.args] + [f"{k}={render(v)}" for k, v in n.kwargs.items()]
+            args = [render(a, const) for a in n.args] + [f"{k}={render(v, const)}" for k, v in n.kwargs.items()]
             mode = n.meta.get("grad")
             if graph.grad is not None and mode is not None and mode != graph.grad:
                 args, fn = [repr(bool(mode)), fn] + args, const(_in_grad_mode)
@@ -310,5 +338,5 @@ def _codegen(graph):
         lines.append(f"    {n.name} = {rhs}" + (f"  # {where}" if where else ""))
         if dying.get(i):
             lines.append(f"    del {', '.join(dying[i])}")
-    lines.append(f"    return {render(graph.output)}")
+    lines.append(f"    return {render(graph.output, const)}")
     return "\n".join(lines) + "\n", env

@@ -21,17 +21,15 @@ tensor from outside its segment, an op changing an input) runs eagerly instead: 
 """
 import operator
 
-import numpy as np
-
 from ..random import default_generator
-from .ir import Graph, Node, flatten, map_tree, unique_name
+from .ir import flatten, map_tree, subgraph
 from .passes import lower
 
 _NUMBER = (int, float)
 
 
 class Piece:
-    """A run of ``call_op`` nodes compiled as one graph (``graph``; ``build`` says how it was made)."""
+    """A run of ``call_op`` nodes compiled as one graph (``graph``, made by ``Plan.build``)."""
 
     def __init__(self, nodes, index):
         self.nodes, self.index = nodes, index
@@ -39,29 +37,13 @@ class Piece:
         self.grad = nodes[0].meta["grad"]
         self.outputs = []        # nodes whose values leave the piece, in piece order
         self.out_index = {}      # node -> index in the graph's output tuple
-        self.graph = self.build = None
+        self.graph = self.unfused = self.sources = None
         self.generators = [n.kwargs.get("generator") or default_generator
                            for n in nodes if "generator" in n.kwargs]   # dropout draws: snapshot their state
 
     @property
     def last(self):
         return self.nodes[-1]
-
-
-class Build:
-    """One build of a piece: what its placeholders are bound to (``sources``: an outside node, or (node,
-    arg index) for a number operand) and its unfused ops, which ``eager()`` re-runs for a stand-in whose
-    value the fused graph never made."""
-
-    def __init__(self, head, body, sources, name):
-        self.head, self.body, self.sources, self.name = head, body, sources, name
-        self._eager = None
-
-    def eager(self):
-        if self._eager is None:
-            self._eager = Graph(self.head + self.body, tuple(self.body), name=f"{self.name}_eager")
-            self._eager.compile()
-        return self._eager
 
 
 class Plan:
@@ -113,38 +95,10 @@ class Plan:
         self.build(self.piece_of[node])
 
     def build(self, piece):
-        """(Re)make ``piece.graph``: placeholders for what comes from outside, the ops, lowered."""
-        copies, head, sources = {}, [], []
-        taken = dict.fromkeys((n.name for n in piece.nodes), 0)
-
-        def outside(a):
-            if a not in copies:
-                if a.kind == "get_attr":
-                    copies[a] = Node("get_attr", a.target, name=a.name, meta=a.meta)
-                else:
-                    copies[a] = Node("placeholder", len(sources), name=a.name, meta=a.meta)
-                    sources.append(a)
-                taken.setdefault(a.name, 0)
-                head.append(copies[a])
-            return copies[a]
-
-        body = []
-        for n in piece.nodes:
-            args, kwargs = map_tree(lambda a: (copies[a] if a in piece.pos else outside(a))
-                                    if isinstance(a, Node) else a, (n.args, n.kwargs))
-            args = list(args)
-            for i in sorted(self.dynamic.get(n, ())):
-                scalar = Node("placeholder", len(sources), name=unique_name(f"{n.name}_arg{i}", taken),
-                              meta={"shape": (), "dtype": np.dtype(np.float64 if type(n.args[i]) is float
-                                                                   else np.int64)})
-                sources.append((n, i))
-                head.append(scalar)
-                args[i] = scalar
-            copies[n] = Node(n.kind, n.target, args, kwargs, name=n.name, meta=n.meta)
-            body.append(copies[n])
-        graph = Graph(head + body, tuple(copies[n] for n in piece.outputs), name=f"piece_{piece.index}")
-        piece.graph = lower(graph, piece.grad, self.fuse, self.optimize, self.block)
-        piece.build = Build(head, body, sources, graph.name)
+        """(Re)make ``piece.graph``: placeholders for what comes from outside, the ops, lowered. ``sources``
+        says what each placeholder is bound to; ``unfused`` is kept to recompute a fused-away value."""
+        piece.unfused, piece.sources = subgraph(piece.nodes, piece.outputs, f"piece_{piece.index}", self.dynamic)
+        piece.graph = lower(piece.unfused, piece.grad, self.fuse, self.optimize, self.block)
 
     def graphs(self):
         return [p.graph for p in self.pieces]

@@ -27,13 +27,15 @@ Limits: a value from a fused kernel has the fused node as ``grad_fn``; a view ha
 version counter; an in-place change Python makes, off the traced path, to a tensor that an already-called
 op of the current piece read is an error (that op runs later, with its piece), never a wrong value.
 """
+import math
 import weakref
+from types import SimpleNamespace
 
 from ..autograd import extensions
 from ..autograd.grad_mode import is_grad_enabled, set_grad_enabled
 from ..tensor import Tensor
 from .capture import active, tensors_of
-from .ir import Node, is_random
+from .ir import Graph, Node, is_random
 from .piecewise import can_vary
 
 _MISSING = object()
@@ -41,7 +43,8 @@ _PLAIN = frozenset((int, float, bool, str, type(None)))   # a True == is a match
 
 
 class Unevaluated:
-    """``Tensor.data`` of a stand-in: what the trace knows of ``node``'s value, without the value."""
+    """``Tensor.data`` of a stand-in: what the trace knows of ``node``'s value, without the value (and the
+    stand-in's ``grad_fn`` when it requires grad, so that ``is_leaf`` is False until ``fill``)."""
     __slots__ = ("node", "owner")   # owner: who computes it (the Call, a PieceRun, or _Broken)
     base = None                     # shares no storage (as in whole-graph replay: views get their own counter)
 
@@ -51,10 +54,11 @@ class Unevaluated:
     shape = property(lambda self: self.node.meta["shape"])
     dtype = property(lambda self: self.node.meta["dtype"])
     ndim = property(lambda self: len(self.shape))
-    size = property(lambda self: _prod(self.shape))
+    size = property(lambda self: math.prod(self.shape))
     itemsize = property(lambda self: self.dtype.itemsize)
     nbytes = property(lambda self: self.size * self.itemsize)
-    flags = property(lambda self: _Flags(self.node.meta.get("contiguous", True)))
+    flags = property(lambda self: SimpleNamespace(c_contiguous=self.node.meta["contiguous"], f_contiguous=False,
+                                                  writeable=True))   # the layout traced: contiguous() reads it
 
     def __getattr__(self, name):
         n = self.node
@@ -66,36 +70,9 @@ class Unevaluated:
         return f"<unevaluated {self.node.name}>"
 
 
-class _Flags:
-    """The memory layout the value had when traced (``contiguous()`` decides on it whether to copy)."""
-    __slots__ = ("c_contiguous",)
-    f_contiguous, writeable = False, True
-
-    def __init__(self, c_contiguous):
-        self.c_contiguous = c_contiguous
-
-
-class _Pending:
-    """``grad_fn`` of a stand-in that requires grad (so ``is_leaf`` is False); ``fill`` replaces it."""
-    __slots__ = ("node",)
-
-    def __init__(self, node):
-        self.node = node
-
-    def __repr__(self):
-        return f"<pending {self.node.name}>"
-
-
-def _prod(shape):
-    n = 1
-    for s in shape:
-        n *= s
-    return n
-
-
 def stand_in(node, owner):
     t = Tensor._make(Unevaluated(node, owner), node.meta["device"], node.meta["requires_grad"])
-    t.grad_fn = _Pending(node) if t.requires_grad else None
+    t.grad_fn = t.data if t.requires_grad else None
     return t
 
 
@@ -126,10 +103,10 @@ def _restore(states):
 
 class PieceRun:
     """A compiled piece that ran: its inputs and random state, to compute a fused-away value on demand."""
-    __slots__ = ("piece", "build", "inputs", "states", "handed", "call")
+    __slots__ = ("piece", "unfused", "inputs", "states", "handed", "call")
 
     def __init__(self, piece, inputs, states, call):
-        self.piece, self.build, self.inputs, self.states, self.handed = piece, piece.build, inputs, states, []
+        self.piece, self.unfused, self.inputs, self.states, self.handed = piece, piece.unfused, inputs, states, []
         self.call = call
 
     def resolve(self, _=None):
@@ -138,8 +115,8 @@ class PieceRun:
         _restore(self.states)
         self.call.depth += 1
         try:
-            with set_grad_enabled(piece.grad):
-                values = self.build.eager()(self.inputs)
+            with set_grad_enabled(piece.grad):   # the piece as built when it ran, every value returned
+                values = Graph(self.unfused.nodes, tuple(self.unfused.calls()))(self.inputs)
         finally:
             self.call.depth -= 1
             _restore(now)
@@ -320,7 +297,7 @@ class Call:
                                    f"op later, with the piece ending at {node.name}. Clone the tensor before "
                                    f"changing it, or run this function eagerly")
         self.watch = []
-        inputs = [self.env[s] if isinstance(s, Node) else self.scalars[s] for s in piece.build.sources]
+        inputs = [self.env[s] if isinstance(s, Node) else self.scalars[s] for s in piece.sources]
         states = _states(piece.generators)
         self.depth += 1
         try:
