@@ -133,12 +133,7 @@ class Tracer:
         out = self.quietly(run)
         node = self._add(Node("call_op", op, ins[0], ins[1], name=unique_name(op.name, self.taken),
                               meta=tensor_meta(out)))
-        for a in args:   # an op that changes an input (batch norm's running statistics) replays the change
-            e = self.entry(a)
-            if e is not None and e[2] != a._version:
-                e[2] = a._version
-                node.meta["mutates"] = True
-                self.unsafe.append(f"{op.name} changes an input in place ({node.meta['where']})")
+        self._changed_inputs(args, [node], op.name)
         self.bind(out, node)
         return out
 
@@ -148,14 +143,7 @@ class Tracer:
         start = len(self.nodes)
         out = run()
         inner = self.nodes[start:]
-        for a in tensors_of((args, kwargs)):   # batch_norm bumps the running statistics after its op
-            e = self.entry(a)
-            if e is not None and e[2] != a._version:
-                e[2] = a._version
-                for n in inner:
-                    if e[1] in n.inputs():
-                        n.meta["mutates"] = True
-                        self.unsafe.append(f"{fn.__name__} changes an input in place ({n.meta['where']})")
+        self._changed_inputs(tensors_of((args, kwargs)), inner, fn.__name__)   # batch_norm: after its op
         results = tensors_of(out) if isinstance(out, (Tensor, tuple, list)) else []
         if not results or (all(self.entry(t) for t in results) and all(n.kind == "call_op" for n in inner)):
             self.transparent.add(fn)
@@ -165,6 +153,18 @@ class Tracer:
         self.values = {k: v for k, v in self.values.items() if v[1] not in gone}
         self.record_call(fn, args, kwargs, out)
         return out
+
+    def _changed_inputs(self, args, nodes, name):
+        """An argument whose version moved during the call was changed by it (running statistics): the nodes
+        that read it replay the change, and the Python around them may not run twice (``unsafe``)."""
+        for a in args:
+            e = self.entry(a)
+            if e is not None and e[2] != a._version:
+                e[2] = a._version
+                for n in nodes:
+                    if e[1] in n.inputs():
+                        n.meta["mutates"] = True
+                        self.unsafe.append(f"{name} changes an input in place ({n.meta['where']})")
 
     def on_read(self, t, what):
         if not self._mine() or self.last_read == (id(t), len(self.nodes)):
