@@ -240,8 +240,9 @@ class Call:
             elif (type(e) is Node and env.get(e, _MISSING) is a) or \
                     (type(e) is type(a) and type(e) in _PLAIN and e == a) or self._same(e, a):
                 continue
-            elif can_vary(e, a) and node not in self.plan.python_runs:
-                varied = (varied or []) + [i]
+            elif can_vary(e, a):   # a node Python runs takes Python's number as it is (its shape is checked)
+                if node not in self.plan.python_runs:
+                    varied = (varied or []) + [i]
             else:
                 return f"{name} called with other tensors or values than traced ({_where(node)})"
         for i in varied or ():   # a number operand changed: it becomes an input of the piece's graph

@@ -387,3 +387,14 @@ def test_an_in_place_change_off_the_traced_path_inside_a_piece_is_an_error_not_a
     flag[0] = True
     with pytest.raises(RuntimeError, match=r"changed in place after mul"):
         c(x, y)
+
+
+def test_a_call_python_runs_takes_the_numbers_python_passes():
+    def f(x):
+        s = x.mean().item()
+        return (x * mg.full((3,), s, dtype=mg.float64)).tanh()   # full(): made outside apply, Python runs it
+    c = mg.compile(f)
+    for k in range(3):
+        x = mg.randn(3, dtype=mg.float64) + k
+        np.testing.assert_allclose(c(x).numpy(), f(x).numpy(), rtol=1e-12)
+    assert c.stats["piecewise"] == 2 and c.stats["deopts"] == 0
