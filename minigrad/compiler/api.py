@@ -8,21 +8,17 @@ guard set) until ``cache_size_limit`` graphs exist, then the function runs eager
 
 What replay means:
 
-* A function traced **without graph breaks** is replayed from its graph: the generated straight-line
-  code runs the recorded ops (``op.apply``, so autograd records the backward graph exactly as in eager
-  mode) and the fused kernels; the Python function itself does not run again. This is tracing's contract
+* A function traced **without graph breaks** is replayed from its graph: generated straight-line code runs
+  the recorded ops (``op.apply``, so autograd records the backward graph exactly as in eager mode) and the
+  fused kernels; the Python function itself does not run again. This is tracing's contract
   (``torch.jit.trace``, ``fx``): Python side effects and Python values not derived from the inputs are
   frozen at trace time — pitfalls the lecture shows.
-* A function **with graph breaks** (``.item()``, ``bool(t)`` in an ``if``, ``print(t)``...) is replayed
-  **piecewise**, as Dynamo resumes between its graphs: its Python runs again on every call (control flow,
-  prints and ``.item()`` reads happen each time, with the real values), while the ops it calls are
-  matched against the trace and their values come from compiled, fused graphs, one per piece between
-  breaks (``piecewise.py``, ``replay.py``). When Python leaves the traced path (the other branch of an
-  ``if``), the call deoptimises: it continues eagerly from there, with the same values and random draws
-  as an eager run. After ``DEOPT_LIMIT`` deoptimised calls in a row a guard set runs eagerly. Traces whose
-  Python cannot run twice without doubling an effect (in-place changes of inputs or running statistics,
-  opaque library calls) run eagerly on later calls, as ``explain`` reports. ``fullgraph=True`` makes any
-  break an error naming its line.
+* A function **with graph breaks** is replayed **piecewise**, as Dynamo resumes between its graphs: its
+  Python runs again on every call while the ops it calls take their values from compiled graphs, one per
+  piece between breaks (``piecewise.py``, ``replay.py``); off the traced path a call deoptimises to eager.
+  After ``DEOPT_LIMIT`` deoptimised calls in a row, or when the trace's Python cannot run twice without
+  doubling an effect, a guard set runs eagerly, as ``explain`` reports. ``fullgraph=True`` makes any break
+  an error naming its line.
 
 Before a graph replays it goes through the passes (``passes.py``: constant folding, common sub-expression
 elimination, dead-code elimination; ``optimize=False`` skips them) and the fusion pass (``fuse=False``).

@@ -88,8 +88,8 @@ def is_random(node):
     node is never folded, merged or removed: that would change the random stream against eager mode."""
     if node.kind not in ("call_op", "call_function") or "generator" in node.kwargs:
         return "generator" in node.kwargs
-    if getattr(node.target, "draws_random", False):   # a scan whose body draws
-        return True
+    if hasattr(node.target, "draws_random"):   # a scan: whether its body draws
+        return node.target.draws_random
     return "generator" in _parameters(node.target.forward if node.kind == "call_op" else node.target)
 
 

@@ -25,7 +25,7 @@ ops with the random state as it was when the piece ran, so dropout masks agree w
 
 Limits: a value from a fused kernel has the fused node as ``grad_fn``; a view handed out gets its own
 version counter; an in-place change Python makes, off the traced path, to a tensor that an already-called
-op of the current piece read is an error (that op runs later, with its piece), never a wrong value.
+op of the current piece read, or to a stand-in, is an error (naming the value), never a wrong value.
 """
 import math
 import weakref
@@ -62,9 +62,10 @@ class Unevaluated:
 
     def __getattr__(self, name):
         n = self.node
-        raise RuntimeError(f"mg.compile: {n.name} ({n.describe()}, {n.meta.get('where')}) is computed later "
-                           f"by a compiled piece; piecewise replay can't give its .data.{name}. Read it with a "
-                           f"host read (.numpy(), .item(), print), or run this function eagerly")
+        raise RuntimeError(f"mg.compile: {n.name} ({n.describe()}, {n.meta.get('where')}) is a value piecewise "
+                           f"replay computes later, in a compiled piece: a host read (.numpy(), .item(), print) "
+                           f"can read it, its .data can't be used (.data.{name}: NumPy on it, or an in-place "
+                           f"change off the traced path). Run this function eagerly if it needs that")
 
     def __repr__(self):
         return f"<unevaluated {self.node.name}>"

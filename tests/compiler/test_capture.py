@@ -243,5 +243,5 @@ def test_a_stand_in_answers_its_metadata_and_names_itself_for_anything_else():
     c(x)
     assert isinstance(seen["data"], Unevaluated)
     assert seen["meta"] == ((4,), mg.float64, True, True, False)
-    with pytest.raises(RuntimeError, match=r"mg.compile: tanh \(f64\[4\].*test_capture.py.*\.data\.min"):
+    with pytest.raises(RuntimeError, match=r"mg.compile: tanh \(f64\[4\], test_capture.py.*\.data\.min"):
         seen["data"].min()
