@@ -398,3 +398,37 @@ def test_a_call_python_runs_takes_the_numbers_python_passes():
         x = mg.randn(3, dtype=mg.float64) + k
         np.testing.assert_allclose(c(x).numpy(), f(x).numpy(), rtol=1e-12)
     assert c.stats["piecewise"] == 2 and c.stats["deopts"] == 0
+
+
+@pytest.mark.parametrize("path", ["traced", "factory", "late op", "early return"])
+def test_paths_off_the_trace_deoptimise_with_eager_values(path):
+    flag = [False]
+
+    def f(x, y):
+        positive = x > 0                           # made outside apply: Python runs it
+        h = (x * 2.0).tanh()                       # fused away inside the next piece
+        m = mg.where(positive, h, y)               # where on tensors: left to its op (transparent)
+        s = (m * 3.0).sum().item()                 # the break
+        if flag[0] and path == "factory":
+            return (x * s) + mg.zeros_like(x)      # a factory the trace does not have
+        if flag[0] and path == "early return":
+            return x * s                           # returns before the traced sin
+        out = (x * s).sin()
+        if flag[0] and path == "late op":
+            out = out + h                          # h (fused away, its piece done) read by an op
+        return out
+    def run(fn):
+        x, y = _leaves(x0, y0)
+        out = fn(x, y)
+        (out * out).sum().backward()
+        return [out.detach().numpy()] + [None if t.grad is None else t.grad.numpy() for t in (x, y)]
+    c = mg.compile(f)
+    x0, y0 = np.linspace(-1, 1, 6).reshape(2, 3), np.ones((2, 3))
+    c(*_leaves(x0, y0))
+    flag[0] = path != "traced"
+    for _ in range(2):
+        for got, want in zip(run(c), run(f)):
+            assert (got is None) == (want is None)
+            if got is not None:
+                np.testing.assert_allclose(got, want, rtol=1e-11, atol=1e-12)
+    assert c.stats["piecewise"] == 2 and c.stats["deopts"] == (0 if path == "traced" else 2)
