@@ -14,8 +14,9 @@ tuples/lists/dicts whose leaves are Nodes, a value of the graph, or plain Python
 Nodes among them, in order), ``name`` (a Python identifier unique in its graph), ``op_name`` (``mul``,
 ``linear``, ``greater``, ``fused_elementwise``) and ``meta``: ``shape``, ``dtype`` (a NumPy dtype),
 ``device``, ``requires_grad``, ``where`` (``'model.py:12 in forward'``), ``grad`` (the grad mode it ran
-under); passes add ``fused`` (the op names of a fused chain). Every call node has one value: a call that
-returns a tuple is followed by ``operator.getitem`` call_function nodes, one per element.
+under), ``mutates`` (it changes an input in place: batch norm's running statistics); passes add ``constant``
+(a folded value) and ``fused`` (the op names of a fused chain). A call that returns a tuple (``max(dim)``,
+a scan) has no tensor meta of its own: ``operator.getitem`` call_function nodes take its elements.
 
 =================  =========================================================  ==========================
 kind               target                                                     replay
