@@ -1,11 +1,10 @@
-"""Draw a Graph: graphviz when the ``graphviz`` package and its ``dot`` program are installed, otherwise a
-layered matplotlib picture (each node at the column of its longest path from the inputs).
+"""``Graph.draw``: graphviz when the ``graphviz`` package and its ``dot`` program are installed, otherwise a
+layered matplotlib picture (each node at the column of its longest path from the inputs). Reads only the
+graph's public structure (``ir.py``), so it needs no import of it.
 
 Colours: inputs green, parameters/constants grey, ops blue, fused kernels orange.
 """
 import shutil
-
-from .ir import Graph, Node, describe, flatten
 
 _COLORS = {"placeholder": "#b7e1b0", "get_attr": "#dddddd", "call_op": "#bcd4f0", "call_function": "#d9c8f0",
            "fused": "#f7c58b"}
@@ -17,7 +16,7 @@ def _color(n):
 
 def _label(n):
     op = n.op_name if n.kind.startswith("call") else n.kind
-    return f"{n.name}\n{op}\n{describe(n.meta)}" if op != n.name else f"{n.name}\n{describe(n.meta)}"
+    return f"{n.name}\n{op}\n{n.describe()}" if op != n.name else f"{n.name}\n{n.describe()}"
 
 
 def draw(graph, path=None, ax=None):
@@ -41,9 +40,9 @@ def _graphviz(graphviz, graph, path):
         for a in dict.fromkeys(n.inputs()):
             dot.edge(a.name, n.name)
     dot.node("output", "output", shape="oval")
-    for a in flatten(graph.output):
-        if isinstance(a, Node):
-            dot.edge(a.name, "output")
+    for n, readers in graph.users().items():
+        if "output" in readers:
+            dot.edge(n.name, "output")
     if path:
         dot.render(path.rsplit(".", 1)[0], format=path.rsplit(".", 1)[-1] if "." in path else "png", cleanup=True)
     return dot
@@ -78,10 +77,3 @@ def _matplotlib(graph, path, ax):
         ax.figure.savefig(path, bbox_inches="tight", dpi=120)
     return ax
 
-
-def _draw_method(self, path=None, ax=None):
-    """A picture of the graph (graphviz when installed, else matplotlib); see ``draw.py``."""
-    return draw(self, path=path, ax=ax)
-
-
-Graph.draw = _draw_method

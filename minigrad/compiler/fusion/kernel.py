@@ -35,16 +35,19 @@ class Step:
 
 
 class FusedKernel:
-    _minigrad_kernel = True   # ir._show prints it by name
 
     def __init__(self, name, steps, input_dtypes, block=None):
         self.name, self.steps = name, steps
         self.input_dtypes = [np.dtype(d) for d in input_dtypes]
         self.dtype = np.dtype(steps[-1].dtype)
         self.block = block or blocked.BLOCK
-        self._forward = self._backward = None
+        self._forward = None
         self._cupy = {}
         self.numpy_source, self.buffer_dtypes = self._numpy_forward()
+
+    @property
+    def label(self):   # how print_readable shows it
+        return self.name
 
     def __repr__(self):
         return f"<FusedKernel {self.name}: {len(self.steps)} ops, {len(self.input_dtypes)} inputs>"
@@ -253,7 +256,8 @@ class FusedElementwise(Function):
     def forward(ctx, *inputs, kernel):
         ctx.kernel = kernel
         ctx.save_for_backward(*inputs)
-        shape = np.broadcast_shapes(*[np.shape(x) for x in inputs])
+        shapes = {np.shape(x) for x in inputs}
+        shape = shapes.pop() if len(shapes) == 1 else np.broadcast_shapes(*shapes)
         if ctx.xp is np:
             return kernel.forward_numpy(inputs, ctx.empty(shape, kernel.dtype))
         if kernel.cupy_supported():

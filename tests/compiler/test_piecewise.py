@@ -7,7 +7,7 @@ from hypothesis import given, settings, strategies as st
 import minigrad as mg
 import minigrad.nn.functional as F
 from minigrad import nn
-from minigrad.compile import FusedElementwise
+from minigrad.compiler import FusedElementwise
 from minigrad.ops import elementwise as E, reduce as R
 from minigrad.ops.nn import activation as A
 
@@ -116,7 +116,8 @@ def test_random_chains_with_a_break_and_python_branches_equal_eager(steps, cut, 
     rng = np.random.default_rng(seed)
     for _ in range(4):
         x0 = rng.normal(size=(3, 4))
-        _assert_same(_value_and_grads(c, [x0]), _value_and_grads(f, [x0]), rtol=1e-10)
+        with np.errstate(over="ignore", invalid="ignore"):   # a random chain may overflow: both sides alike
+            _assert_same(_value_and_grads(c, [x0]), _value_and_grads(f, [x0]), rtol=1e-10)
     assert c.stats["traces"] == 1 and c.stats["piecewise"] + c.stats["eager"] == 3
 
 
@@ -300,15 +301,17 @@ def test_traces_whose_python_cannot_run_twice_run_eagerly_and_say_why(make, reas
     assert reason in str(mg.compile.explain(make(), mg.randn(4, 3, dtype=mg.float64)))
 
 
-def test_an_opaque_library_call_is_not_replayed_piecewise():
+def test_a_library_call_returning_several_tensors_replays_piecewise():
     def f(x):
-        v = x.max(dim=1)[0]            # (values, indices): recorded as one opaque call of max
-        return v * v.sum().item()
+        v, i = x.max(dim=1)            # (values, indices): one call of max (indices come from outside apply)
+        return v * v.sum().item() + i
     c = mg.compile(f)
     for _ in range(3):
         x = mg.randn(4, 5, dtype=mg.float64)
         np.testing.assert_allclose(c(x).numpy(), f(x).numpy(), rtol=1e-12)
-    assert c.stats["eager"] == 2 and "opaque call" in next(iter(c.cache.values())).why_eager
+    assert c.stats["piecewise"] == 2 and c.stats["deopts"] == 0
+    traced = next(iter(c.cache.values())).graphs[0]
+    assert [n.op_name for n in traced.calls()][:3] == ["max", "getitem", "getitem"]
 
 
 def test_explain_says_how_later_calls_replay(capsys):
@@ -384,3 +387,48 @@ def test_an_in_place_change_off_the_traced_path_inside_a_piece_is_an_error_not_a
     flag[0] = True
     with pytest.raises(RuntimeError, match=r"changed in place after mul"):
         c(x, y)
+
+
+def test_a_call_python_runs_takes_the_numbers_python_passes():
+    def f(x):
+        s = x.mean().item()
+        return (x * mg.full((3,), s, dtype=mg.float64)).tanh()   # full(): made outside apply, Python runs it
+    c = mg.compile(f)
+    for k in range(3):
+        x = mg.randn(3, dtype=mg.float64) + k
+        np.testing.assert_allclose(c(x).numpy(), f(x).numpy(), rtol=1e-12)
+    assert c.stats["piecewise"] == 2 and c.stats["deopts"] == 0
+
+
+@pytest.mark.parametrize("path", ["traced", "factory", "late op", "early return"])
+def test_paths_off_the_trace_deoptimise_with_eager_values(path):
+    flag = [False]
+
+    def f(x, y):
+        positive = x > 0                           # made outside apply: Python runs it
+        h = (x * 2.0).tanh()                       # fused away inside the next piece
+        m = mg.where(positive, h, y)               # where on tensors: left to its op (transparent)
+        s = (m * 3.0).sum().item()                 # the break
+        if flag[0] and path == "factory":
+            return (x * s) + mg.zeros_like(x)      # a factory the trace does not have
+        if flag[0] and path == "early return":
+            return x * s                           # returns before the traced sin
+        out = (x * s).sin()
+        if flag[0] and path == "late op":
+            out = out + h                          # h (fused away, its piece done) read by an op
+        return out
+    def run(fn):
+        x, y = _leaves(x0, y0)
+        out = fn(x, y)
+        (out * out).sum().backward()
+        return [out.detach().numpy()] + [None if t.grad is None else t.grad.numpy() for t in (x, y)]
+    c = mg.compile(f)
+    x0, y0 = np.linspace(-1, 1, 6).reshape(2, 3), np.ones((2, 3))
+    c(*_leaves(x0, y0))
+    flag[0] = path != "traced"
+    for _ in range(2):
+        for got, want in zip(run(c), run(f)):
+            assert (got is None) == (want is None)
+            if got is not None:
+                np.testing.assert_allclose(got, want, rtol=1e-11, atol=1e-12)
+    assert c.stats["piecewise"] == 2 and c.stats["deopts"] == (0 if path == "traced" else 2)

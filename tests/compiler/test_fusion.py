@@ -11,8 +11,8 @@ from hypothesis.extra import numpy as hnp
 
 import minigrad as mg
 import minigrad.nn.functional as F
-from minigrad.compile import FusedElementwise, find_chains, fused_kernels
-from minigrad.compile.fusion import blocked
+from minigrad.compiler import FusedElementwise, find_chains, fused_kernels
+from minigrad.compiler.fusion import blocked
 
 UNARY = {
     "neg": lambda a: -a, "exp": lambda a: a.tanh().exp(), "log": lambda a: (a * a + 1).log(),

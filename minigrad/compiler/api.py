@@ -8,24 +8,27 @@ guard set) until ``cache_size_limit`` graphs exist, then the function runs eager
 
 What replay means:
 
-* A function traced **without graph breaks** is replayed from its graph: the generated straight-line
-  code runs the recorded ops (``op.apply``, so autograd records the backward graph exactly as in eager
-  mode) and the fused kernels; the Python function itself does not run again. This is tracing's contract
+* A function traced **without graph breaks** is replayed from its graph: generated straight-line code runs
+  the recorded ops (``op.apply``, so autograd records the backward graph exactly as in eager mode) and the
+  fused kernels; the Python function itself does not run again. This is tracing's contract
   (``torch.jit.trace``, ``fx``): Python side effects and Python values not derived from the inputs are
   frozen at trace time — pitfalls the lecture shows.
-* A function **with graph breaks** (``.item()``, ``bool(t)`` in an ``if``, ``print(t)``...) is replayed
-  **piecewise**, as Dynamo resumes between its graphs: its Python runs again on every call (control flow,
-  prints and ``.item()`` reads happen each time, with the real values), while the ops it calls are
-  matched against the trace and their values come from compiled, fused graphs, one per piece between
-  breaks (``piecewise.py``, ``replay.py``). When Python leaves the traced path (the other branch of an
-  ``if``), the call deoptimises: it continues eagerly from there, with the same values and random draws
-  as an eager run. After ``DEOPT_LIMIT`` deoptimised calls in a row a guard set runs eagerly. Traces whose
-  Python cannot run twice without doubling an effect (in-place changes of inputs or running statistics,
-  opaque library calls) run eagerly on later calls, as ``explain`` reports. ``fullgraph=True`` makes any
-  break an error naming its line.
+* A function **with graph breaks** is replayed **piecewise**, as Dynamo resumes between its graphs: its
+  Python runs again on every call while the ops it calls take their values from compiled graphs, one per
+  piece between breaks (``piecewise.py``, ``replay.py``); off the traced path a call deoptimises to eager.
+  After ``DEOPT_LIMIT`` deoptimised calls in a row, or when the trace's Python cannot run twice without
+  doubling an effect, a guard set runs eagerly, as ``explain`` reports. ``fullgraph=True`` makes any break
+  an error naming its line.
+
+Before a graph replays it goes through the passes (``passes.py``: constant folding, common sub-expression
+elimination, dead-code elimination; ``optimize=False`` skips them) and the fusion pass (``fuse=False``).
 
 ``stats``: ``traces``, ``replays`` (whole-graph replays), ``piecewise`` (calls replayed piecewise, deopted
 or not), ``deopts`` (piecewise calls that went eager part-way) and ``eager`` (calls run eagerly).
+
+``mg.compile`` is an ordinary function, as ``torch.compile`` is; the machinery is this package,
+``minigrad.compiler`` (as Dynamo and Inductor are packages under ``torch``). The function carries three
+attributes: ``mg.compile.explain``, ``mg.compile.scan`` and ``mg.compile.GraphBreakError``.
 """
 import functools
 import inspect
@@ -34,18 +37,19 @@ import warnings
 from ..autograd import extensions
 from ..autograd.grad_mode import is_grad_enabled
 from ..tensor import Tensor
-from .fusion import fuse
-from .ir import flatten
+from .capture import GraphBreakError, Tracer, tensors_of
+from .explain import ExplainOutput
+from .loops import scan
+from .passes import lower
 from .piecewise import Plan
 from .replay import Call
-from .tracer import Tracer
 
 DEOPT_LIMIT = 2   # deoptimised piecewise calls in a row after which a guard set runs eagerly
 
 
 def _guard(x):
     if isinstance(x, Tensor):
-        return ("T", x.data.shape, x.data.dtype.str, str(x.device), x.requires_grad)
+        return ("T", x.data.shape, x.data.dtype, x.device, x.requires_grad)
     if isinstance(x, (tuple, list)):
         return (type(x).__name__,) + tuple(_guard(v) for v in x)
     if isinstance(x, dict):
@@ -76,24 +80,26 @@ class _Entry:
 class CompiledFunction:
     """What ``mg.compile(fn)`` returns. ``.stats`` counts traces, replays and eager calls."""
 
-    def __init__(self, fn, *, fullgraph=False, fuse=True, cache_size_limit=8, block_size=None, module=None):
-        self.fn, self.fullgraph, self.fuse = fn, fullgraph, fuse
+    def __init__(self, fn, *, fullgraph=False, fuse=True, optimize=True, cache_size_limit=8, block_size=None,
+                 module=None):
+        self.fn, self.fullgraph, self.fuse, self.optimize = fn, fullgraph, fuse, optimize
         self.cache_size_limit, self.block_size, self.module = cache_size_limit, block_size, module
         self.cache = {}
         self.stats = {"traces": 0, "replays": 0, "eager": 0, "piecewise": 0, "deopts": 0}
         self._warned = False
         functools.update_wrapper(self, fn if module is None else module.forward, updated=())
 
-    def guard_key(self, args, kwargs):
-        tensors = [id(a) for a in flatten((args, kwargs)) if isinstance(a, Tensor)]
-        aliases = tuple(tensors.index(t) for t in tensors)   # f(x, x) and f(x, y) are different graphs
+    def guard_key(self, args, kwargs, tensors):
+        ids = [id(a) for a in tensors]
+        aliases = tuple(ids.index(t) for t in ids)   # f(x, x) and f(x, y) are different graphs
         extra = (aliases, is_grad_enabled(), tuple(id(c) for c in extensions.input_casts.callbacks))
         if self.module is not None:
             extra += (tuple(m.training for m in self.module.modules()),)
         return _guard((args, kwargs)) + extra
 
     def __call__(self, *args, **kwargs):
-        key = self.guard_key(args, kwargs)
+        tensors = tensors_of((args, kwargs))
+        key = self.guard_key(args, kwargs, tensors)
         entry = self.cache.get(key)
         if entry is None:
             if len(self.cache) >= self.cache_size_limit:
@@ -108,23 +114,16 @@ class CompiledFunction:
             return result
         if entry.graph is not None:
             self.stats["replays"] += 1
-            return entry.graph([a for a in flatten((args, kwargs)) if isinstance(a, Tensor)])
+            return entry.graph(tensors)
         if entry.plan.why_not is not None:
             self.stats["eager"] += 1
             return self.fn(*args, **kwargs)
-        return self._piecewise(entry, args, kwargs)
+        return self._piecewise(entry, args, kwargs, tensors)
 
-    def _piecewise(self, entry, args, kwargs):
+    def _piecewise(self, entry, args, kwargs, tensors):
         self.stats["piecewise"] += 1
-        call = Call(entry.plan, [a for a in flatten((args, kwargs)) if isinstance(a, Tensor)])
-        handle = extensions.forward_wrappers.add(call.wrap)
-        ok = False
-        try:
-            result = self.fn(*args, **kwargs)
-            ok = True
-        finally:
-            handle.remove()
-            call.finish(ok)
+        call = Call(entry.plan, tensors)
+        result = call.run(self.fn, args, kwargs)
         if call.deopted is None:
             entry.deopts = 0
         else:
@@ -139,17 +138,10 @@ class CompiledFunction:
         self.stats["traces"] += 1
         tracer = Tracer(self._names(args, kwargs), fullgraph=self.fullgraph)
         result = tracer.run(self.fn, args, kwargs)
-        graph = plan = None
-        if not tracer.breaks:
-            graph = tracer.full_graph()
-            mixed = any(n.meta.get("grad", tracer.grad_enabled) != tracer.grad_enabled for n in graph.nodes)
-            if self.fuse and not mixed:   # a fused chain has one grad mode: none across a no_grad block
-                graph = fuse(graph, self.block_size)
-            graph.grad = tracer.grad_enabled   # ops traced under another grad mode (no_grad blocks) keep it
-            graph.compile()
-        else:
-            plan = Plan(tracer, self.fuse, self.block_size)
-        return result, _Entry(tracer, graph, plan)
+        if tracer.breaks:
+            return result, _Entry(tracer, None, Plan(tracer, self.fuse, self.optimize, self.block_size))
+        graph = lower(tracer.full_graph(), tracer.grad_enabled, self.fuse, self.optimize, self.block_size)
+        return result, _Entry(tracer, graph)
 
     def _names(self, args, kwargs):
         """id(tensor) -> a readable name: parameters by their module path, inputs by parameter name."""
@@ -185,17 +177,31 @@ class CompiledFunction:
         return f"<compiled {getattr(self, '__name__', 'fn')}: {len(self.cache)} graph(s), {self.stats}>"
 
 
-def compile(fn=None, *, fullgraph=False, fuse=True, cache_size_limit=8, block_size=None):
+def compile(fn=None, *, fullgraph=False, fuse=True, optimize=True, cache_size_limit=8, block_size=None):
     """Compile a function or an ``nn.Module``; usable as ``@mg.compile`` or ``@mg.compile(fullgraph=True)``.
 
     Like ``torch.compile`` (same name, same place: it shadows the builtin only inside minigrad's
-    namespace). ``fuse`` runs the elementwise-fusion pass; ``block_size`` is the fused kernels' block (in
-    elements). Returns a ``CompiledFunction`` (for a module, one that forwards attribute access to it).
+    namespace). ``optimize`` runs the graph passes, ``fuse`` the elementwise-fusion pass; ``block_size`` is
+    the fused kernels' block (in elements). Returns a ``CompiledFunction`` (for a module, one that forwards
+    attribute access to it).
     """
+    opts = dict(fullgraph=fullgraph, fuse=fuse, optimize=optimize, cache_size_limit=cache_size_limit,
+                block_size=block_size)
     if fn is None:
-        return functools.partial(compile, fullgraph=fullgraph, fuse=fuse, cache_size_limit=cache_size_limit,
-                                 block_size=block_size)
-    opts = dict(fullgraph=fullgraph, fuse=fuse, cache_size_limit=cache_size_limit, block_size=block_size)
+        return functools.partial(compile, **opts)
     if hasattr(fn, "named_parameters") and hasattr(fn, "forward"):
         return CompiledFunction(fn.__call__, module=fn, **opts)
     return CompiledFunction(fn, **opts)
+
+
+def explain(fn, *args, **kwargs):
+    """Trace ``fn(*args, **kwargs)`` once, eagerly (its side effects happen once), and return what capture
+    made of it, as ``torch._dynamo.explain`` does: an ``ExplainOutput`` (print it for the report). ``fn``:
+    a function, an ``nn.Module`` or what ``mg.compile`` returned (then with its options)."""
+    compiled = fn if isinstance(fn, CompiledFunction) else compile(fn)
+    tracer = Tracer(compiled._names(args, kwargs))
+    tracer.run(compiled.fn, args, kwargs)
+    return ExplainOutput(tracer, compiled.block_size)
+
+
+compile.explain, compile.scan, compile.GraphBreakError = explain, scan, GraphBreakError

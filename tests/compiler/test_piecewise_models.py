@@ -5,7 +5,7 @@ import pytest
 
 import minigrad as mg
 from minigrad import nn
-from minigrad.compile import FusedElementwise
+from minigrad.compiler import FusedElementwise
 from minigrad.examples.tiny_gpt import TinyGPT, lm_loss
 
 

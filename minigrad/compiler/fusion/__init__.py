@@ -13,7 +13,7 @@ starts a chain of its own. A reduction, a matmul or any other op is never fusibl
 On the CPU a kernel runs block by block on a few threads: ``blocked.BLOCK`` elements per block and
 ``blocked.THREADS`` threads (module-level settings; see blocked.py for the memory this costs).
 """
-from ..ir import Graph, Node, map_tree
+from ..ir import Node, unique_name
 from .kernel import FusedElementwise, FusedKernel, Step
 from .table import RULES, _lit, operands_and_attrs
 
@@ -69,36 +69,18 @@ def make_kernel(chain, name, block=None):
 
 def fuse(graph, block=None):
     """A copy of ``graph`` in which every chain is one ``fused_elementwise`` node."""
-    copies = {}
-    nodes = []
-    for n in graph.nodes:
-        args, kwargs = map_tree(lambda a: copies.get(a, a) if isinstance(a, Node) else a, (n.args, n.kwargs))
-        copies[n] = Node(n.kind, n.target, args, kwargs, name=n.name, meta=n.meta)
-        nodes.append(copies[n])
-    g = Graph(nodes, map_tree(lambda a: copies.get(a, a) if isinstance(a, Node) else a, graph.output),
-              name=graph.name)
-    taken = {n.name for n in g.nodes}
-    for i, chain in enumerate(find_chains(g)):
-        name = _name(chain, i, taken)
+    g = graph.copy()
+    taken, dead = dict.fromkeys((n.name for n in g.nodes), 0), set()
+    for chain in find_chains(g):
+        ops = [n.op_name for n in chain]
+        name = unique_name("fused_" + "_".join(list(dict.fromkeys(ops))[:4]), taken)
         kernel, inputs = make_kernel(chain, name, block)
         sink = chain[-1]
         sink.target, sink.args, sink.kwargs, sink.name = FusedElementwise, tuple(inputs), {"kernel": kernel}, name
-        sink.meta = dict(sink.meta, fused=[n.op_name for n in chain])
-        dead = set(chain[:-1])
-        g.nodes = [n for n in g.nodes if n not in dead]
+        sink.meta = dict(sink.meta, fused=ops)
+        dead.update(chain[:-1])
+    g.nodes = [n for n in g.nodes if n not in dead]
     return g
-
-
-def _name(chain, i, taken):
-    ops = []
-    for n in chain:
-        if n.op_name not in ops:
-            ops.append(n.op_name)
-    name = f"fused_{'_'.join(ops[:4])}"
-    while name in taken:
-        name = f"{name}_{i}"
-    taken.add(name)
-    return name
 
 
 def fused_kernels(graph):

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import minigrad as mg
-from minigrad.compile import GraphBreakError
+from minigrad.compiler import GraphBreakError
 
 
 def branchy(x):
@@ -82,3 +82,17 @@ def test_in_place_change_of_an_input_is_a_break_and_runs_eagerly():
     assert c.stats["eager"] == 1 and "in-place" in next(iter(c.cache.values())).why_eager
     e = mg.compile.explain(step, mg.zeros(2))
     assert e.graph_break_count == 1 and "in-place" in e.break_reasons[0].reason
+
+
+def test_an_in_place_change_after_the_last_op_is_found_when_the_function_returns():
+    def f(x):
+        y = x * 2
+        with mg.no_grad():
+            x.add_(1.0)                  # nothing reads x afterwards: found by the version check at the end
+        return y
+    e = mg.compile.explain(f, mg.zeros(2))
+    assert e.graph_break_count == 1 and e.break_reasons[0].where == "(found when the function returned)"
+    assert "in-place change of x (an input or parameter)" in e.break_reasons[0].reason
+    c, x = mg.compile(f), mg.zeros(2)
+    c(x), c(x)
+    np.testing.assert_array_equal(x.numpy(), [2.0, 2.0])
