@@ -20,7 +20,7 @@ import os
 import numpy as np
 
 import minigrad as mg
-from minigrad import nn
+from minigrad import inference as infer, nn
 from minigrad.datasets import load_text_corpus
 from minigrad.errors import ShapeError
 from minigrad.nn import functional as F
@@ -47,14 +47,19 @@ class TinyGPT(nn.Module):
             if name.endswith("weight") and p.ndim == 2:
                 nn.init.normal_(p, 0.0, 0.02)
 
-    def forward(self, idx):
+    def forward(self, idx, kv_cache=None):
+        """``kv_cache`` (inference, ``minigrad.inference``): ``idx`` holds only the new tokens; the cache
+        gives their positions and each block its layer's cache (incremental decoding)."""
         N, T = idx.shape
-        if T > self.block_size:
-            raise ShapeError(f"TinyGPT: sequence of {T} tokens is longer than block_size={self.block_size}")
-        pos = mg.arange(T, device=idx.device)
-        x = self.drop(self.tok_emb(idx) + self.pos_emb(pos))     # (N, T, d) + (T, d)
-        for block in self.blocks:
-            x = block(x)
+        if kv_cache is None:
+            if T > self.block_size:
+                raise ShapeError(f"TinyGPT: sequence of {T} tokens is longer than block_size={self.block_size}")
+            pos = mg.arange(T, device=idx.device)
+        else:
+            pos = kv_cache.position_ids(T)                        # (T,) or (N, T): after the cached ones
+        x = self.drop(self.tok_emb(idx) + self.pos_emb(pos))     # (N, T, d) + (T, d) or (N, T, d)
+        for i, block in enumerate(self.blocks):
+            x = block(x, kv_cache=None if kv_cache is None else kv_cache.layer(i))
         return self.head(self.ln_f(x))
 
 
@@ -78,26 +83,14 @@ def estimate_loss(model, corpus, split, *, batches, batch_size, block_size, seed
     return total / batches
 
 
-def generate(model, ids, max_new_tokens, *, temperature=1.0, top_k=None, rng=None):
-    """Sample ``max_new_tokens`` ids after the prompt ``ids`` one at a time (no KV cache: each step reruns
-    the last ``block_size`` ids). ``temperature`` < 1 sharpens the distribution; ``top_k`` keeps only the
-    k most likely characters."""
-    rng = np.random.default_rng(0) if rng is None else rng
-    device = next(model.parameters()).device
-    ids = list(ids)
-    was_training = model.training
-    model.eval()
-    with mg.no_grad():
-        for _ in range(max_new_tokens):
-            context = mg.tensor([ids[-model.block_size:]], device=device)
-            logits = model(context)[0, -1].cpu().numpy().astype(np.float64) / max(temperature, 1e-8)
-            if top_k is not None and top_k < len(logits):
-                kth = np.partition(logits, -top_k)[-top_k]
-                logits[logits < kth] = -np.inf
-            p = np.exp(logits - logits.max())
-            ids.append(int(rng.choice(len(p), p=p / p.sum())))
-    model.train(was_training)
-    return ids
+def generate(model, ids, max_new_tokens, *, temperature=1.0, top_k=None, top_p=None, seed=0, use_cache=True):
+    """Sample ``max_new_tokens`` ids after the prompt ``ids`` through the KV cache
+    (``minigrad.inference.generate``). Past the context (``block_size``) the cache restarts from the last
+    half of it (``context_shift``). ``temperature`` < 1 sharpens the distribution (0: greedy); ``top_k`` /
+    ``top_p`` keep only the most likely characters; ``seed`` makes the sample repeatable."""
+    out = infer.generate(model, [list(ids)], max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
+                         seed=seed, use_cache=use_cache, context_shift=True)
+    return out[0].tolist()
 
 
 def param_groups(model, weight_decay):
@@ -203,9 +196,8 @@ def run(args):
 
     sample = ""
     if args.sample_len > 0:
-        rng = np.random.default_rng(args.seed)
         ids = generate(model, corpus.encode(args.prompt), args.sample_len, temperature=args.temperature,
-                       top_k=args.top_k, rng=rng)
+                       top_k=args.top_k, seed=args.seed)
         sample = corpus.decode(ids)
         with open(os.path.join(out, "tiny_gpt_sample.txt"), "w", encoding="utf-8") as f:
             f.write(sample + "\n")
