@@ -1,12 +1,28 @@
 """minigrad.inference: serving a decoder (lecture 12).
 
-    kv_cache.py        the contiguous per-layer KV cache and the cache protocol models call
-    sampling.py        greedy / temperature / top-k / top-p, one seeded generator per request
-    generate.py        generate(): a batch of equal-length prompts through the cache
+    kv_cache.py         the contiguous per-layer KV cache and the cache protocol models call
+    sampling.py         greedy / temperature / top-k / top-p, one seeded generator per request
+    generate.py         generate(): a batch of equal-length prompts through the cache
+    block_allocator.py  fixed-size blocks: allocate, free, share, copy-on-write, reference counts
+    block_manager.py    block tables per sequence, prompt-prefix sharing, copy-on-write
+    paged_attention.py  attention through the block tables, tile by tile (online softmax)
+    kv_pool.py          the pool's arrays, one forward's view of it, block events for the timeline
+    sequence.py         a request being served; RequestOutput
+    scheduler.py        continuous batching: admit, decode, preempt, retire
+    engine.py           LLMEngine: the step loop over the paged pool
 """
+from .block_allocator import BlockAllocator, NoFreeBlocksError
+from .block_manager import BlockManager
+from .engine import LLMEngine
 from .generate import generate
 from .kv_cache import KVCache, LayerKVCache, ModelSpec, causal_mask, model_spec
+from .kv_pool import PagedBatch, PagedKVPool
+from .paged_attention import PagedAttention, paged_attention
 from .sampling import SamplingParams, filter_logits, sample_token
+from .scheduler import Scheduler, StepPlan
+from .sequence import RequestOutput, Sequence, Status
 
-__all__ = ["KVCache", "LayerKVCache", "ModelSpec", "SamplingParams", "causal_mask", "filter_logits", "generate",
-           "model_spec", "sample_token"]
+__all__ = ["BlockAllocator", "BlockManager", "KVCache", "LLMEngine", "LayerKVCache", "ModelSpec",
+           "NoFreeBlocksError", "PagedAttention", "PagedBatch", "PagedKVPool", "RequestOutput", "SamplingParams",
+           "Scheduler", "Sequence", "Status", "StepPlan", "causal_mask", "filter_logits", "generate",
+           "model_spec", "paged_attention", "sample_token"]
