@@ -10,6 +10,7 @@
     sequence.py         a request being served; RequestOutput
     scheduler.py        continuous batching: admit, decode, preempt, retire
     engine.py           LLMEngine: the step loop over the paged pool
+    trace.py            request traces: throughput, time to first token, inter-token latency
 """
 from .block_allocator import BlockAllocator, NoFreeBlocksError
 from .block_manager import BlockManager
@@ -21,8 +22,9 @@ from .paged_attention import PagedAttention, paged_attention
 from .sampling import SamplingParams, filter_logits, sample_token
 from .scheduler import Scheduler, StepPlan
 from .sequence import RequestOutput, Sequence, Status
+from .trace import TraceReport, TraceRequest, make_trace, run_trace
 
 __all__ = ["BlockAllocator", "BlockManager", "KVCache", "LLMEngine", "LayerKVCache", "ModelSpec",
            "NoFreeBlocksError", "PagedAttention", "PagedBatch", "PagedKVPool", "RequestOutput", "SamplingParams",
-           "Scheduler", "Sequence", "Status", "StepPlan", "causal_mask", "filter_logits", "generate",
-           "model_spec", "paged_attention", "sample_token"]
+           "Scheduler", "Sequence", "Status", "StepPlan", "TraceReport", "TraceRequest", "causal_mask", "filter_logits", "generate",
+           "make_trace", "model_spec", "paged_attention", "run_trace", "sample_token"]
