@@ -10,6 +10,7 @@
     sequence.py         a request being served; RequestOutput
     scheduler.py        continuous batching: admit, decode, preempt, retire
     engine.py           LLMEngine: the step loop over the paged pool
+    quantize.py         weight-only int8: quantize_(model), per-output-channel scales
     trace.py            request traces: throughput, time to first token, inter-token latency
 """
 from .block_allocator import BlockAllocator, NoFreeBlocksError
@@ -19,12 +20,14 @@ from .generate import generate
 from .kv_cache import KVCache, LayerKVCache, ModelSpec, causal_mask, model_spec
 from .kv_pool import PagedBatch, PagedKVPool
 from .paged_attention import PagedAttention, paged_attention
+from .quantize import QuantizedEmbedding, QuantizedLinear, quantize_, quantize_per_channel, weight_bytes
 from .sampling import SamplingParams, filter_logits, sample_token
 from .scheduler import Scheduler, StepPlan
 from .sequence import RequestOutput, Sequence, Status
 from .trace import TraceReport, TraceRequest, make_trace, run_trace
 
 __all__ = ["BlockAllocator", "BlockManager", "KVCache", "LLMEngine", "LayerKVCache", "ModelSpec",
-           "NoFreeBlocksError", "PagedAttention", "PagedBatch", "PagedKVPool", "RequestOutput", "SamplingParams",
+           "NoFreeBlocksError", "PagedAttention", "PagedBatch", "PagedKVPool", "QuantizedEmbedding", "QuantizedLinear", "RequestOutput", "SamplingParams",
            "Scheduler", "Sequence", "Status", "StepPlan", "TraceReport", "TraceRequest", "causal_mask", "filter_logits", "generate",
-           "make_trace", "model_spec", "paged_attention", "run_trace", "sample_token"]
+           "make_trace", "model_spec", "paged_attention", "quantize_", "quantize_per_channel", "run_trace", "sample_token",
+           "weight_bytes"]
