@@ -47,7 +47,8 @@ def export(model, example_inputs, f, *, input_names=None, output_names=None, ops
         except UnsupportedOpError as e:
             raise UnsupportedOpError(f"onnx.export: {e} (op {call.op!r} at {call.where or '?'})") from None
     in_names = _names(input_names, [n for n, _, _ in cap.inputs], "input_names")
-    out_names = _names(output_names, cap.outputs, "output_names")
+    out_names = _names(output_names, ["output"] if len(cap.outputs) == 1 else
+                       [f"output_{i}" for i in range(len(cap.outputs))], "output_names")
     rename = dict(zip([n for n, _, _ in cap.inputs], in_names))
     for node in b.nodes:
         node.input[:] = [rename.get(i, i) for i in node.input]
@@ -71,7 +72,7 @@ def export(model, example_inputs, f, *, input_names=None, output_names=None, ops
 
 def _names(given, default, what):
     if given is None:
-        return list(default) if len(default) != 1 or what == "input_names" else ["output"]
+        return list(default)
     if len(given) != len(default):
         raise ArgumentError(f"onnx.export: {len(given)} {what} for {len(default)} values")
     return list(given)
