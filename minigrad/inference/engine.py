@@ -92,7 +92,8 @@ class LLMEngine:
         used = self.allocator.num_blocks - self.allocator.num_free_blocks
         self.counters["peak_blocks"] = max(self.counters["peak_blocks"], used)
         was_training = self.model.training
-        self.model.eval()
+        if was_training:                       # eval() walks every module: only when it changes something
+            self.model.eval()
         try:
             with no_grad():
                 for seq in plan.prefill:
@@ -100,7 +101,8 @@ class LLMEngine:
                 if plan.decode:
                     self._decode(plan.decode)
         finally:
-            self.model.train(was_training)
+            if was_training:
+                self.model.train()
         self.counters["steps"] += 1
         done, self._done = self._done, []
         return [RequestOutput.of(s) for s in done]

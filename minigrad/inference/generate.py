@@ -73,7 +73,8 @@ def generate(model, input_ids, max_new_tokens, *, temperature=1.0, top_k=None, t
     out = [list(r) for r in rows]
     done = [False] * N
     was_training = model.training
-    model.eval()
+    if was_training:
+        model.eval()
     try:
         with no_grad():
             cache, feed = None, rows
@@ -96,7 +97,8 @@ def generate(model, input_ids, max_new_tokens, *, temperature=1.0, top_k=None, t
                 if all(done):
                     break
     finally:
-        model.train(was_training)
+        if was_training:
+            model.train()
     return tensor(out, dtype="int64", device=spec.device)
 
 

@@ -26,6 +26,7 @@ import numpy as np
 from ..creation import arange, ones, zeros
 from ..errors import ArgumentError, ShapeError
 from ..nn import functional as F
+from ..tensor import Tensor
 
 
 def causal_mask(L, S, device):
@@ -54,10 +55,12 @@ class LayerKVCache:
         if end > self.max_len:
             raise ShapeError(f"KVCache.attend: {L} new positions after {start} cached exceed the cache's "
                              f"max_len={self.max_len}")
-        self.k[:, :, start:end] = k
-        self.v[:, :, start:end] = v
+        # stored as values (no autograd: the cache is inference state), read back as views of the buffer
+        self.k.data[:, :, start:end] = k.data
+        self.v.data[:, :, start:end] = v.data
         self.length = end
-        keys, values = self.k[:, :, :end], self.v[:, :, :end]
+        keys = Tensor._make(self.k.data[:, :, :end], self.k.device)
+        values = Tensor._make(self.v.data[:, :, :end], self.v.device)
         mask = None if L == 1 else causal_mask(L, end, q.device)   # one new query sees every cached key
         return F.scaled_dot_product_attention(q, keys, values, attn_mask=mask)
 

@@ -12,7 +12,10 @@ while anything is queued or running (sleeping only when idle until the next arri
 * TTFT (time to first token): first token time - arrival, per request;
 * inter-token latency (TPOT): gaps between a request's consecutive tokens, over all requests;
 * steps (forwards of the decode batch): a machine-independent cost (the wall time of a step is roughly
-  constant at small batch on a CPU, so tokens per step is what batching buys).
+  constant at small batch on a CPU, so tokens per step is what batching buys);
+* KV memory waste, sampled after every step over the running sequences: slots the paged pool allocated
+  but no token fills (at most one block's tail per sequence), against what a contiguous cache would have
+  reserved: ``prompt + max_tokens`` per request (it knows the cap) or the model's whole context (it does not).
 """
 import time
 from dataclasses import dataclass
@@ -56,6 +59,8 @@ class TraceReport:
     steps: int
     preemptions: int
     peak_blocks: int
+    waste: dict = None      # mean empty token slots per running sequence: paged, contiguous (cap), (context)
+    batch_sizes: list = None  # running sequences after each step
 
     @property
     def generated(self):
@@ -81,7 +86,7 @@ class TraceReport:
                 "throughput_tok_s": self.throughput, "steps": self.steps, "tokens_per_step": self.tokens_per_step,
                 "ttft_p50_s": self.ttft(50), "ttft_p99_s": self.ttft(99), "itl_p50_s": self.itl(50),
                 "itl_p90_s": self.itl(90), "itl_p99_s": self.itl(99), "preemptions": self.preemptions,
-                "peak_blocks": self.peak_blocks}
+                "peak_blocks": self.peak_blocks, **{f"waste_{k}": v for k, v in (self.waste or {}).items()}}
 
     def __str__(self):
         d = self.as_dict()
@@ -98,6 +103,7 @@ def run_trace(engine, trace):
     t0 = time.perf_counter()
     steps0, pre0 = engine.counters["steps"], engine.counters["preemptions"]
     ids, results, k = {}, {}, 0
+    sampler = _WasteSampler(engine)
     while k < len(order) or engine.has_unfinished():
         now = time.perf_counter() - t0
         while k < len(order) and trace[order[k]].arrival <= now:
@@ -109,6 +115,31 @@ def run_trace(engine, trace):
             continue
         for out in engine.step():
             results[ids[out.request_id]] = out
+        sampler.sample()
     wall = time.perf_counter() - t0
     return TraceReport([results[i] for i in range(len(trace))], wall, engine.counters["steps"] - steps0,
-                       engine.counters["preemptions"] - pre0, engine.counters["peak_blocks"])
+                       engine.counters["preemptions"] - pre0, engine.counters["peak_blocks"], sampler.means(),
+                       sampler.batch_sizes)
+
+
+class _WasteSampler:
+    """Empty KV slots per running sequence after each step, paged vs two contiguous policies (tokens)."""
+
+    def __init__(self, engine):
+        self.engine, self.n, self.batch_sizes = engine, 0, []
+        self.sums = {"paged": 0, "contiguous_cap": 0, "contiguous_context": 0}
+
+    def sample(self):
+        eng = self.engine
+        running = eng.scheduler.running
+        self.batch_sizes.append(len(running))
+        bs, context = eng.pool.block_size, eng.spec.max_context
+        for seq in running:
+            used = seq.num_computed
+            self.sums["paged"] += len(eng.manager.block_tables[seq.seq_id]) * bs - used
+            self.sums["contiguous_cap"] += seq.max_len - used
+            self.sums["contiguous_context"] += (context if context else seq.max_len) - used
+            self.n += 1
+
+    def means(self):
+        return {k: v / max(self.n, 1) for k, v in self.sums.items()}

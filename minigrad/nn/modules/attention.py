@@ -89,11 +89,11 @@ class MultiheadAttention(Module):
     def _project(self, query, key, value):
         E = self.embed_dim
         b = self.in_proj_bias
+        if self._qkv_same_embed_dim and query is key and key is value:   # self-attention: one GEMM
+            return F.linear(query, self.in_proj_weight, b).split(E, dim=-1)
         bq, bk, bv = (None, None, None) if b is None else (b[:E], b[E:2 * E], b[2 * E:])
         if self._qkv_same_embed_dim:
             w = self.in_proj_weight
-            if query is key and key is value:      # self-attention: one GEMM for q, k and v
-                return F.linear(query, w, b).split(E, dim=-1)
             wq, wk, wv = w[:E], w[E:2 * E], w[2 * E:]
         else:
             wq, wk, wv = self.q_proj_weight, self.k_proj_weight, self.v_proj_weight
@@ -210,7 +210,11 @@ class MultiheadAttention(Module):
                              f"inputs, got shape {tuple(x.shape)}")
         N, L, E = x.shape
         H, D = self.num_heads, self.head_dim
-        q, k, v = (t.reshape(N, L, H, D).transpose(1, 2) for t in self._project(x, x, x))
+        if self._qkv_same_embed_dim:   # one GEMM, one reshape, one permute: fewest ops per decoded token
+            qkv = F.linear(x, self.in_proj_weight, self.in_proj_bias).reshape(N, L, 3, H, D).permute(2, 0, 3, 1, 4)
+            q, k, v = qkv[0], qkv[1], qkv[2]
+        else:
+            q, k, v = (t.reshape(N, L, H, D).transpose(1, 2) for t in self._project(x, x, x))
         out = kv_cache.attend(q, k, v)                   # (N, H, L, D)
         return self.out_proj(out.transpose(1, 2).reshape(N, L, E)), None
 
