@@ -12,10 +12,12 @@ clipping (``nn.utils.clip_grad_norm_``). Train and validation losses are estimat
 ``--eval-interval`` steps on fixed batches, so the curve is comparable from point to point.
 
 Writes ``<out>/tiny_gpt.png`` (loss curves), ``<out>/tiny_gpt.npz`` (a checkpoint, reloaded into a fresh
-model to check it gives the same validation loss) and ``<out>/tiny_gpt_sample.txt`` (the generated text).
+model to check it gives the same validation loss) and ``<out>/tiny_gpt_sample.txt`` (the generated text,
+sampled through the KV cache: ``minigrad.inference.generate``).
 """
 import math
 import os
+import time
 
 import numpy as np
 
@@ -194,10 +196,12 @@ def run(args):
         extra={"step": args.steps, "vocab": "".join(corpus.chars), "val_loss": final_val,
                "args": plain_args(args)})
 
-    sample = ""
+    sample, gen_tok_s = "", 0.0
     if args.sample_len > 0:
+        t0 = time.perf_counter()
         ids = generate(model, corpus.encode(args.prompt), args.sample_len, temperature=args.temperature,
                        top_k=args.top_k, seed=args.seed)
+        gen_tok_s = args.sample_len / max(time.perf_counter() - t0, 1e-9)
         sample = corpus.decode(ids)
         with open(os.path.join(out, "tiny_gpt_sample.txt"), "w", encoding="utf-8") as f:
             f.write(sample + "\n")
@@ -209,7 +213,7 @@ def run(args):
         "first_loss": step_losses[0], "final_loss": float(np.mean(step_losses[-max(1, min(20, args.steps // 5)):])),
         "first_val_loss": evals[0][2], "val_loss": final_val, "train_loss_estimate": evals[-1][1],
         "reloaded_val_loss": reloaded_val, "sample": sample, "png": png, "checkpoint": ckpt,
-        "checkpoint_bytes": ckpt_bytes,
+        "checkpoint_bytes": ckpt_bytes, "generate_tokens_per_s": gen_tok_s,
     }
     if not finite(metrics["final_loss"], metrics["val_loss"]):
         raise RuntimeError(f"tiny_gpt: training diverged (final loss {metrics['final_loss']}, val loss "
@@ -218,7 +222,8 @@ def run(args):
           f"{evals[0][2]:.3f} -> {final_val:.3f} (reloaded checkpoint: {reloaded_val:.3f}), {timer.seconds:.1f} s, "
           f"{metrics['tokens_per_s']:,.0f} tokens/s -> {png}, {ckpt}")
     if sample:
-        print("--- sample (temperature {}, top-k {}) ---\n{}\n---".format(args.temperature, args.top_k, sample))
+        print(f"--- sample (temperature {args.temperature}, top-k {args.top_k}; generated through the KV cache "
+              f"at {gen_tok_s:,.0f} tokens/s) ---\n{sample}\n---")
     return metrics
 
 

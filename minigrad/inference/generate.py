@@ -20,7 +20,7 @@ from .kv_cache import KVCache, model_spec
 from .sampling import SamplingParams, sample_token
 
 
-def check_prompt(op, ids, spec):
+def check_prompt(op, ids, spec, check_context=True):
     """Refuse what a model cannot decode, naming the request: an empty prompt, ids outside the vocabulary,
     a prompt with no room left in the context. Returns the ids as a list of ints."""
     ids = [int(t) for t in ids]
@@ -32,7 +32,7 @@ def check_prompt(op, ids, spec):
         raise ArgumentError(f"{op}: unknown token id(s) {sorted(set(bad))[:5]} (the vocabulary has {V} ids, "
                             f"0..{V - 1})")
     C = spec.max_context
-    if C is not None and len(ids) >= C:
+    if check_context and C is not None and len(ids) >= C:
         raise ShapeError(f"{op}: prompt of {len(ids)} tokens leaves no room in the model's context of {C} "
                          f"tokens (at most {C - 1} prompt tokens, to generate at least one)")
     return ids
@@ -51,11 +51,12 @@ def generate(model, input_ids, max_new_tokens, *, temperature=1.0, top_k=None, t
 
     The model's context (``model.block_size``) caps generation, unless ``context_shift=True``: then a full
     cache restarts from the last half of the context (one re-prefill every C/2 tokens, as llama.cpp's
-    context shift; without the cache the window slides by one token every step instead).
+    context shift; without the cache the window slides by one token every step instead), and a prompt as
+    long as the context is read from its last half.
     """
     rows = _rows(input_ids)
     spec = model_spec(model)
-    rows = [check_prompt("generate", r, spec) for r in rows]
+    rows = [check_prompt("generate", r, spec, check_context=not context_shift) for r in rows]
     if len({len(r) for r in rows}) != 1:
         raise ShapeError(f"generate: prompts of different lengths {sorted({len(r) for r in rows})}; pad them "
                          f"or use minigrad.inference.LLMEngine for ragged batches")
@@ -63,6 +64,7 @@ def generate(model, input_ids, max_new_tokens, *, temperature=1.0, top_k=None, t
     if int(max_new_tokens) < 0:
         raise ArgumentError(f"generate: max_new_tokens must be >= 0, got {max_new_tokens}")
     n_new = int(max_new_tokens) if context_shift or C is None else min(int(max_new_tokens), C - T)
+    feed = rows if C is None or T < C else [r[-(C // 2):] for r in rows]   # context_shift: a long prompt
     cache_len = T + n_new if C is None else min(T + n_new, C)
     base = None if seed is None else int(seed)
     params = [SamplingParams(temperature=temperature, top_k=top_k, top_p=top_p,
@@ -77,7 +79,7 @@ def generate(model, input_ids, max_new_tokens, *, temperature=1.0, top_k=None, t
         model.eval()
     try:
         with no_grad():
-            cache, feed = None, rows
+            cache = None
             for _ in range(n_new):
                 if not use_cache:
                     logits = model(tensor([r[-C:] if C else r for r in out], device=spec.device))[:, -1]

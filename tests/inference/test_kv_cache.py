@@ -81,6 +81,7 @@ def test_generate_rejects_bad_input(gpt):
     assert infer.generate(gpt, [[1] * 40], 100, temperature=0).shape == (1, 48)   # capped at the context
     long = infer.generate(gpt, [[1] * 40], 30, temperature=0, context_shift=True)  # restarts from half
     assert long.shape == (1, 70)
+    assert infer.generate(gpt, [[1] * 48], 5, context_shift=True).shape == (1, 53)  # reads the prompt's last half
 
 
 def test_attention_cache_argument_errors():
