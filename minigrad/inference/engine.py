@@ -57,6 +57,7 @@ class LLMEngine:
                          "refused": 0, "peak_blocks": 0}
         self._ids = itertools.count()
         self._done = []           # finished (or refused) since the last step() returned them
+        self._active = set()      # ids queued or running (an id may be reused once its request is done)
 
     # --- requests ------------------------------------------------------------------------------------
     def add_request(self, prompt_token_ids, params=None, request_id=None, arrival_time=None):
@@ -64,6 +65,9 @@ class LLMEngine:
         params = SamplingParams() if params is None else params
         prompt = check_prompt("LLMEngine.add_request", prompt_token_ids, self.spec)
         rid = next(self._ids) if request_id is None else request_id
+        if rid in self._active:
+            raise ArgumentError(f"LLMEngine.add_request: request id {rid!r} is already being served")
+        self._active.add(rid)
         seq = Sequence(rid, prompt, params, arrival_time)
         C = self.spec.max_context
         seq.max_len = len(prompt) + params.max_tokens if C is None else min(len(prompt) + params.max_tokens, C)
@@ -105,6 +109,7 @@ class LLMEngine:
                 self.model.train()
         self.counters["steps"] += 1
         done, self._done = self._done, []
+        self._active.difference_update(s.seq_id for s in done)
         return [RequestOutput.of(s) for s in done]
 
     def _prefill(self, seq):

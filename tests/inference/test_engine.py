@@ -66,6 +66,11 @@ def test_bad_requests_are_refused_and_the_others_keep_running(gpt):
         eng.add_request(list(range(10)) * 5)
     with pytest.raises(ArgumentError, match="empty batch"):
         eng.generate([])
+    eng.add_request([1, 2], request_id="a")
+    with pytest.raises(ArgumentError, match="already being served"):
+        eng.add_request([3], request_id="a")
+    while eng.has_unfinished():
+        eng.step()
     ok = infer.SamplingParams(max_tokens=6, temperature=0)
     huge = infer.SamplingParams(max_tokens=40, temperature=0)   # 2 + 40 tokens need 11 blocks > 6
     outs = eng.generate([[1, 2], [3, 4], [5, 6]], [ok, huge, ok])
