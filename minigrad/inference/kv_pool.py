@@ -48,13 +48,14 @@ class PagedKVPool:
     def write(self, layer, slots, k, v):
         """Store rows of k, v ((T, H, D) arrays) at ``slots`` (T,); slots < 0 are skipped (already cached)."""
         keep = slots >= 0
-        if not keep.any():
-            return
-        slots = slots[keep]
+        if not keep.all():
+            if not keep.any():
+                return
+            rows = self.xp.asarray(np.flatnonzero(keep))
+            slots, k, v = slots[keep], k[rows], v[rows]
         blk, off = self.xp.asarray(slots // self.block_size), self.xp.asarray(slots % self.block_size)
-        keep = self.xp.asarray(keep)
-        self.k[layer][blk, :, off, :] = k[keep]
-        self.v[layer][blk, :, off, :] = v[keep]
+        self.k[layer][blk, :, off, :] = k
+        self.v[layer][blk, :, off, :] = v
 
     def copy_block(self, src, dst):
         """Copy-on-write: block ``src``'s keys and values, every layer, into ``dst``."""

@@ -33,25 +33,30 @@ class PagedAttention(Function):
         B, H, L, D = q.shape
         bs = k_cache.shape[2]
         tables = xp.asarray(block_tables)
-        ctx_lens = xp.asarray(context_lens).reshape(B, 1, 1, 1)
-        q_pos = ctx_lens - L + xp.arange(L).reshape(1, 1, L, 1)          # (B, 1, L, 1)
-        m = xp.full((B, H, L, 1), -xp.inf, dtype=q.dtype)
-        l = xp.zeros((B, H, L, 1), dtype=q.dtype)
-        acc = xp.zeros((B, H, L, D), dtype=q.dtype)
+        q_pos = xp.asarray(context_lens).reshape(B, 1, 1, 1) - L + xp.arange(L).reshape(1, 1, L, 1)
         qs = q * q.dtype.type(scale)
         n_blocks = -(-int(np.max(context_lens)) // bs)                  # host lengths: no device sync
+        m = l = acc = None
         for j0 in range(0, n_blocks, tile_blocks):
             ids = tables[:, j0:min(j0 + tile_blocks, n_blocks)]            # (B, c)
             c = ids.shape[1]
             kt = k_cache[ids].transpose(0, 2, 1, 3, 4).reshape(B, H, c * bs, D)   # this tile only
             vt = v_cache[ids].transpose(0, 2, 1, 3, 4).reshape(B, H, c * bs, D)
             s = qs @ kt.swapaxes(-1, -2)                                   # (B, H, L, c*bs)
-            k_pos = (j0 * bs + xp.arange(c * bs)).reshape(1, 1, 1, c * bs)
-            s = xp.where(k_pos <= q_pos, s, -xp.inf)
-            m_new = xp.maximum(m, s.max(axis=-1, keepdims=True))
+            k_pos = j0 * bs + xp.arange(c * bs).reshape(1, 1, 1, c * bs)
+            s = xp.where(k_pos <= q_pos, s, -xp.inf)      # past the row's length, or a later position
+            tile_max = s.max(axis=-1, keepdims=True)
+            if m is None:                                  # first tile: nothing to rescale yet
+                m = tile_max
+                s -= xp.where(xp.isfinite(m), m, 0)
+                p = xp.exp(s, out=s)
+                l, acc = p.sum(axis=-1, keepdims=True), p @ vt
+                continue
+            m_new = xp.maximum(m, tile_max)
             shift = xp.where(xp.isfinite(m_new), m_new, 0)
-            p = xp.exp(s - shift)
-            alpha = xp.exp(m - shift)
+            s -= shift
+            p = xp.exp(s, out=s)
+            alpha = xp.exp(m - shift)                      # rescale what was summed so far
             l = l * alpha + p.sum(axis=-1, keepdims=True)
             acc = acc * alpha + p @ vt
             m = m_new
