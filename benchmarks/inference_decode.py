@@ -72,6 +72,8 @@ def main(argv=None):
     p.add_argument("--new", type=int, default=48)
     p.add_argument("--batches", type=int, nargs="+", default=[1, 16])
     p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--sweep", type=lambda v: tuple(int(x) for x in v.split(",")), nargs="*",
+                   default=[(16, 32), (64, 64), (128, 128)], help="prompt,new pairs for the batch-1 sweep")
     args = p.parse_args(argv)
     context = args.prompt + args.new
     mg.manual_seed(0)
@@ -101,6 +103,18 @@ def main(argv=None):
     print(f"tiny GPT d_model={args.d_model}, {args.n_layer} layers, {args.n_head} heads, vocab 84, float32; greedy, "
           f"prompt {args.prompt} + {args.new} new tokens; 1 thread; median of {args.repeat}")
     print(table(rows, heads))
+
+    sweep = []
+    for T, new in args.sweep:                               # batch 1, minigrad alone: how the gap grows
+        m = TinyGPT(84, T + new, d_model=args.d_model, n_layer=args.n_layer, n_head=args.n_head).eval()
+        prompt = np.random.default_rng(T).integers(0, 84, (1, T))
+        t_no, t_kv = interleaved_medians([lambda: infer.generate(m, prompt, new, temperature=0, use_cache=False),
+                                          lambda: infer.generate(m, prompt, new, temperature=0)],
+                                         repeat=max(1, args.repeat // 2), warmup=0, block=1)
+        sweep.append([T, new, f"{new / t_no:,.0f}", f"{new / t_kv:,.0f}", f"{t_no / t_kv:.1f}x"])
+    if sweep:
+        print("\nbatch 1 over prompt / output lengths (minigrad)")
+        print(table(sweep, ["prompt", "new", "no cache tok/s", "KV cache tok/s", "speed-up"]))
 
     spec = infer.model_spec(model)
     mem_rows = []
