@@ -22,6 +22,7 @@ class Sequence:
         self.prompt = list(prompt)
         self.tokens = list(prompt)            # prompt + generated
         self.num_computed = 0                 # leading tokens whose keys and values are in the pool
+        self.max_len = len(self.prompt) + params.max_tokens   # the engine caps it at the model's context
         self.status = Status.WAITING
         self.finish_reason = None             # "stop" | "length" | "refused"
         self.error = None                     # why a request was refused
