@@ -161,7 +161,10 @@ class TensorParallelAttention(Module):
         return layer
 
     def forward(self, query, key=None, value=None, key_padding_mask=None, need_weights=False, attn_mask=None,
-                average_attn_weights=True, is_causal=False):
+                average_attn_weights=True, is_causal=False, kv_cache=None):
+        if kv_cache is not None:
+            raise ArgumentError("TensorParallelAttention: kv_cache (incremental decoding) is not supported under "
+                                "tensor parallelism; gather the full model (state_dict) to generate")
         if (key is not None and key is not query) or (value is not None and value is not query):
             raise ArgumentError("TensorParallelAttention: only self-attention (key and value are the query)")
         if need_weights:
