@@ -12,7 +12,6 @@ from .backend.dtypes import (DType, bool_ as bool, double, float, float16, float
                              int8, int16, int32, int64, long, uint8)
 from .errors import OutOfMemoryError
 from .tensor import Tensor, tensor
-from . import _methods  # noqa: F401  (binds ops onto Tensor)
 from . import autograd, cuda
 from . import memory  # noqa: E402  (a feature layer: the core never imports it)
 from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled

@@ -18,11 +18,11 @@ import numpy as np
 from ..backend.device import get_backend
 from ..backend.layout import empty_in_order, memory_order
 from ..errors import AutogradError, DeviceError, MinigradError, ShapeError, DTypeError, OpIndexError
-from . import extensions, grad_mode
-from .extensions import _saved_hooks, saved_tensors_hooks  # noqa: F401  (re-exported: older import path)
+from . import extensions, mode as _mode, opmath
+from .extensions import saved_tensors_hooks  # noqa: F401  (re-exported: older import path)
 
-_grad = grad_mode._state
-_extensions = extensions.state
+_mode_get = _mode.get
+_process = _mode.process
 Tensor = None  # the Tensor class, handed over by minigrad/tensor.py: see bind_tensor_class
 
 _FLOATING = frozenset("fc")
@@ -42,6 +42,7 @@ def bind_tensor_class(cls):
     """
     global Tensor
     Tensor = cls
+    opmath.Tensor = cls
 
 
 class VersionCounter:
@@ -83,8 +84,9 @@ class Function:
     # per-node defaults, overridden on the instance when used
     _pre_hooks = None   # tensor hooks (register_hook on the output)
     _versions = ()      # (version counter, version at save time, label) per saved input
-    _unpack = None      # saved_tensors_hooks unpack function
-    _non_diff = False
+    _hooks = None       # the (pack, unpack) saved_tensors_hooks in force when the op ran
+    _unpack = None      # how saved arrays are read back: the hooks' unpack, or widening (opmath.py)
+    _compute = None     # the dtype backward computes in when it differs from the output's (opmath.py)
     _saved = ()         # what save_for_backward kept; None once backward freed it
     _next = ()          # one (node, shape, dtype) tuple or None per positional input: see ``next``
     fused = None
@@ -97,9 +99,11 @@ class Function:
 
     # --- ctx API used inside forward/backward ------------------------------------------------------
     def save_for_backward(self, *arrays):
-        """Keep arrays for backward. In-place changes to them before backward are detected."""
-        if _saved_hooks:  # pack arrays only: numbers and None saved alongside pass through untouched
-            pack, self._unpack = _saved_hooks[-1]
+        """Keep arrays (and numbers, None) for backward. In-place changes to them before backward are
+        detected. Under ``saved_tensors_hooks`` each array is packed now and unpacked when read."""
+        hooks = self._hooks
+        if hooks is not None:  # pack arrays only: numbers and None saved alongside pass through untouched
+            pack, self._unpack = hooks
             self._packed = tuple(isinstance(a, self.xp.ndarray) for a in arrays)
             self._raw = arrays  # apply() takes the version records from these, then drops them
             arrays = tuple(pack(a) if p else a for a, p in zip(arrays, self._packed))
@@ -107,6 +111,8 @@ class Function:
 
     @property
     def saved_tensors(self):
+        """What ``save_for_backward`` kept, in order. They are backend *arrays* (NumPy/CuPy), as ``forward``
+        receives arrays (PyTorch's are Tensors): an op's backward is written in array maths too."""
         if self._saved is None:
             raise AutogradError(
                 f"{self.name}: trying to backward through the graph a second time (or to read saved "
@@ -129,10 +135,6 @@ class Function:
         channels-last result, so the op's passes read and write memory in order (backend/layout.py)."""
         return empty_in_order(self.device.backend.empty, shape, dtype, memory_order(like))
 
-    def mark_non_differentiable(self):
-        """The output never requires grad (argmax-like results computed through apply)."""
-        self._non_diff = True
-
     def __repr__(self):
         return f"<{type(self).__name__}>"  # PyTorch prints <MulBackward0>: here the node *is* Mul's ctx
 
@@ -145,73 +147,15 @@ class Function:
         edge, and ``backward`` returns one gradient per positional argument. Everything else (dims,
         flags, sizes) is passed by keyword and reaches ``forward`` unchanged.
 
-        This is the plain version. While any forward extension is registered (autocast, graph capture,
-        the profiler, the memory pool, anomaly mode), ``Function.apply`` is swapped for
-        ``_apply_with_extensions``, which runs this one inside them: ops pay nothing for extension points
-        nobody uses. (So call ``Op.apply(...)``; a bound ``f = Op.apply`` kept across such a change would
-        keep the version it was bound to.)
+        One explicit check decides the path: with no extension in force for this thread (its own
+        registrations and the process-wide ones: ``autograd/mode.py``), the op is dispatched directly;
+        otherwise ``extensions.run_forward`` runs it inside the wrappers, with the casts and saved-tensor
+        hooks in force.
         """
-        ctx = _new(cls)
-        device = None
-        track = False       # record this op in the graph?
-        enabled = _grad.enabled
-        raw = []            # arguments with tensors unwrapped to their arrays
-        needs = []          # needs_input_grad
-        edges = []          # per argument: (the input's node, its shape, its dtype), or None
-        for a in args:
-            if isinstance(a, Tensor):
-                d = a.device
-                if device is None:
-                    device = d
-                elif d is not device and d != device:
-                    raise DeviceError(f"{cls.name}: tensors on different devices ({device}, {d})")
-                data = a.data
-                raw.append(data)
-                if a.requires_grad and enabled:
-                    track = True
-                    needs.append(True)
-                    edges.append((a.grad_fn or a._accumulator(), data.shape, data.dtype))
-                    continue
-            else:
-                raw.append(a)
-            needs.append(False)
-            edges.append(None)
-        if device is None:
-            raise AutogradError(f"{cls.name}: apply() needs at least one Tensor argument")
-        be = device.backend or get_backend(device)
-        ctx.xp = be.xp
-        if be.fused is not None:
-            ctx.fused = be.fused
-        ctx.device = device
-        ctx.needs_input_grad = tuple(needs)
-        try:
-            out = cls.forward(ctx, *raw, **kwargs)
-        except MinigradError:
-            raise
-        except (ValueError, TypeError, IndexError, ZeroDivisionError, OverflowError) as e:
-            raise _op_error(cls.name, args, e) from None
-        if ctx.device is not device:  # the op put its result on another device (device transfer)
-            device = ctx.device
-            be = get_backend(device)
-        if type(out) is not be.array_type:
-            out = be.asarray(out)
-        if LEGACY_PROMOTION and out.dtype.char == "d" and not cls.exact_dtype:
-            out = _undo_legacy_promotion(out, raw)
-        result = _new(Tensor)  # Tensor._make, inlined: this is the hottest path of the framework
-        result.data = out
-        result.device = device
-        result.grad = None
-        result._version_counter = VersionCounter()
-        if track and out.dtype.kind in _FLOATING and not ctx._non_diff:
-            result.requires_grad = True
-            result.grad_fn = ctx
-            ctx._next = tuple(edges)
-            if ctx._saved:
-                ctx._versions = _version_records(ctx, args, raw, out, result)
-        else:
-            result.requires_grad = False
-            result.grad_fn = None
-        return result
+        m = _mode_get()
+        if m.forward or _process.forward:
+            return extensions.run_forward(cls, args, kwargs, dispatch)
+        return dispatch(cls, args, kwargs, m.grad, None, None)
 
     @property
     def next(self):
@@ -222,23 +166,95 @@ class Function:
         return _edges(self._next)
 
 
-_apply = Function.__dict__["apply"].__func__
+def dispatch(cls, args, kwargs, enabled, hooks, casts):
+    """One op, once: check devices, unwrap, ``forward``, wrap, record the node (``Function.apply``).
+
+    ``enabled``: grad mode; ``hooks``: the saved-tensor (pack, unpack) pair in force or None; ``casts``: an
+    ``extensions.Casts`` (the op runs at another precision: ``opmath.py``) or None.
+    """
+    ctx = _new(cls)
+    device = None
+    track = False       # record this op in the graph?
+    raw = []            # arguments with tensors unwrapped to their arrays
+    needs = []          # needs_input_grad
+    edges = []          # per argument: (the input's node, its shape, its dtype), or None
+    for a in args:
+        if isinstance(a, Tensor):
+            d = a.device
+            if device is None:
+                device = d
+            elif d is not device and d != device:
+                raise DeviceError(f"{cls.name}: tensors on different devices ({device}, {d})")
+            data = a.data
+            raw.append(data)
+            if a.requires_grad and enabled:
+                track = True
+                needs.append(True)
+                edges.append((a.grad_fn or a._accumulator(), data.shape, data.dtype))
+                continue
+        else:
+            raw.append(a)
+        needs.append(False)
+        edges.append(None)
+    if device is None:
+        raise AutogradError(f"{cls.name}: apply() needs at least one Tensor argument")
+    be = device.backend or get_backend(device)
+    ctx.xp = be.xp
+    if be.fused is not None:
+        ctx.fused = be.fused
+    ctx.device = device
+    ctx.needs_input_grad = tuple(needs)
+    if casts is not None:    # the op runs at another precision: its inputs converted here, not by Cast ops
+        kept = opmath.convert_inputs(casts, args, raw, be)
+    elif hooks is not None:
+        ctx._hooks = hooks
+    try:
+        out = cls.forward(ctx, *raw, **kwargs)
+    except MinigradError:
+        raise
+    except (ValueError, TypeError, IndexError, ZeroDivisionError, OverflowError) as e:
+        raise _op_error(cls.name, args, e) from None
+    if ctx.device is not device:  # the op put its result on another device (device transfer)
+        device = ctx.device
+        be = get_backend(device)
+    if type(out) is not be.array_type:
+        out = be.asarray(out)
+    if LEGACY_PROMOTION and out.dtype.char == "d" and not cls.exact_dtype:
+        out = _undo_legacy_promotion(out, raw)
+    computed = out
+    if casts is not None:
+        out = opmath.round_output(casts, out, be)
+    if be.allocator is not None:  # the memory pool: results live in its blocks (backend's storage hook)
+        out = be.adopt(out)
+    result = _new(Tensor)  # Tensor._make, inlined: this is the hottest path of the framework
+    result.data = out
+    result.device = device
+    result.grad = None
+    result._version_counter = VersionCounter()
+    if track and out.dtype.kind in _FLOATING:
+        result.requires_grad = True
+        result.grad_fn = ctx
+        ctx._next = tuple(edges)
+        if ctx._saved:
+            ctx._versions = _version_records(ctx, args, raw, computed, result)
+            if casts is not None:
+                opmath.store_saved(ctx, casts, kept, computed, out, hooks, be)
+            elif out is not computed or be.allocator is not None:
+                ctx._saved = _stored(ctx, computed, out, be)
+    else:
+        result.requires_grad = False
+        result.grad_fn = None
+    return result
 
 
-def _apply_with_extensions(cls, *args, **kwargs):
-    """``Function.apply`` while extensions are registered: the plain apply inside them."""
-    return extensions.run_forward(cls, args, kwargs, _run_plain)
-
-
-def _run_plain(cls, args, kwargs):
-    return _apply(cls, *args, **kwargs)
-
-
-def _install_apply(extended):
-    Function.apply = classmethod(_apply_with_extensions if extended else _apply)
-
-
-extensions.on_forward_change(_install_apply)
+def _stored(ctx, computed, out, be):
+    """Saved arrays as kept: the output's storage where the op saved its output, and everything else in
+    the memory pool when one is installed (activation memory is counted there too; not what
+    saved-tensor hooks packed: that is theirs)."""
+    adopt = be.adopt if be.allocator is not None and ctx._unpack is None else None
+    array_type = be.array_type
+    return tuple(out if s is computed else adopt(s) if adopt is not None and type(s) is array_type else s
+                 for s in ctx._saved)
 
 
 def _edges(raw):

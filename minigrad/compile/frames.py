@@ -15,7 +15,7 @@ import minigrad
 
 _ROOT = os.path.dirname(os.path.abspath(minigrad.__file__))
 _PRIMITIVE = tuple(os.path.join(_ROOT, p) for p in (
-    "tensor.py", "_methods.py", "creation.py", "random.py", "errors.py", "ops" + os.sep, "autograd" + os.sep,
+    "tensor.py", "tensor_base.py", "creation.py", "random.py", "errors.py", "ops" + os.sep, "autograd" + os.sep,
     "backend" + os.sep, "memory" + os.sep, os.path.join("nn", "functional.py"), os.path.join("nn", "parameter.py")))
 _COMPILE = os.path.join(_ROOT, "compile") + os.sep
 _kinds = {}   # code object -> "primitive" | "compile" | "program"

@@ -62,9 +62,9 @@ class _Input:
     __slots__ = ("packed", "unpack", "requires_grad", "device", "vc", "version")
 
     def __init__(self, t):
-        hooks = extensions._saved_hooks
-        if hooks:
-            pack, self.unpack = hooks[-1]
+        hooks = extensions.current_saved_tensors_hooks()
+        if hooks is not None:
+            pack, self.unpack = hooks
             self.packed = pack(t.data)
         else:
             self.packed, self.unpack = t.data, None
