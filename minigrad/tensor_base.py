@@ -13,7 +13,7 @@ ordinary class definitions: ops check ``isinstance(x, TensorBase)`` and make res
 import numpy as np
 
 from .autograd import engine as _engine, function as _function, grad_mode
-from .autograd.function import AccumulateGrad, VersionCounter
+from .autograd.function import AccumulateGrad, RemovableHandle, VersionCounter
 from .backend import dtypes
 from .backend.device import CPU, device as _device, get_backend
 from .errors import AutogradError, DTypeError, ShapeError
@@ -223,12 +223,7 @@ class TensorBase:
         """Call ``hook(grad) -> new grad or None`` when this tensor's gradient is computed."""
         if not self.requires_grad:
             raise AutogradError("register_hook: cannot register a hook on a tensor that doesn't require grad")
-        node = self.grad_fn or self._accumulator()
-        if node._pre_hooks is None:
-            node._pre_hooks = []
-        hooks = node._pre_hooks
-        hooks.insert(len(hooks) - (1 if hooks and getattr(hooks[-1], "retains_grad", False) else 0), hook)
-        return _RemovableHandle(hooks, hook)
+        return (self.grad_fn or self._accumulator()).register_prehook(hook)
 
     def register_post_accumulate_grad_hook(self, hook):
         """On a leaf: call ``hook(tensor)`` after its ``.grad`` was accumulated (DDP starts all-reduces here)."""
@@ -237,7 +232,7 @@ class TensorBase:
         if getattr(self, "_post_acc_hooks", None) is None:
             self._post_acc_hooks = []
         self._post_acc_hooks.append(hook)
-        return _RemovableHandle(self._post_acc_hooks, hook)
+        return RemovableHandle(self._post_acc_hooks, hook)
 
     # --- memory layout (``contiguous``, ``stride``: ops/shape.py; ``to``, ``half()``...: ops/transfer.py) --
     def is_contiguous(self):
@@ -249,15 +244,6 @@ class TensorBase:
 def _rebuild(host, device, requires_grad):
     """Unpickle a tensor (DataLoader workers, deepcopy of containers); weights use mg.save, not pickle."""
     return tensor(host, device=device, requires_grad=requires_grad)
-
-
-class _RemovableHandle:
-    def __init__(self, hooks, hook):
-        self._hooks, self._hook = hooks, hook
-
-    def remove(self):
-        if self._hook in self._hooks:
-            self._hooks.remove(self._hook)
 
 
 def _default_dtype_for(host):

@@ -101,18 +101,18 @@ class Registry:
 
     def __init__(self, name, on_change=None):
         self.name = name
-        self._local = contextvars.ContextVar(f"minigrad.{name}", default=())  # this thread's entries
-        self._shared = ()                                                     # process-wide entries
+        self._thread_entries = contextvars.ContextVar(f"minigrad.{name}", default=())  # this thread's entries
+        self._process_entries = ()                                                     # process-wide entries
         self._on_change = on_change
-        self._merged = ((), (), ())  # (local, shared, callables): the last merge, reused while unchanged
+        self._merged_entries = ((), (), ())  # (local, shared, callables): the last merge, reused while unchanged
 
     def add(self, fn, name=None, *, outermost=False, process_wide=False):
         """Register ``fn`` (under ``name``); returns a handle whose ``remove()`` unregisters it."""
         if not callable(fn):
             raise TypeError(f"{self.name}.add: expected a callable, got {type(fn).__name__}")
         with _lock:
-            local = self._local.get()
-            taken = {e.name for e in local + self._shared}
+            local = self._thread_entries.get()
+            taken = {e.name for e in local + self._process_entries}
             if name is None:
                 name = base = getattr(fn, "__qualname__", None) or type(fn).__name__
                 for n in itertools.count(2):
@@ -124,9 +124,9 @@ class Registry:
                                  f"{self.names()}); remove it first or choose another name")
             entry = _Entry(name, fn, outermost)
             if process_wide:
-                self._shared = tuple(sorted(self._shared + (entry,), key=_order))
+                self._process_entries = tuple(sorted(self._process_entries + (entry,), key=_order))
             else:
-                self._local.set(tuple(sorted(local + (entry,), key=_order)))
+                self._thread_entries.set(tuple(sorted(local + (entry,), key=_order)))
         self._changed()
         return _Handle(self, entry)
 
@@ -134,15 +134,15 @@ class Registry:
         """Unregister the callback ``fn`` (or the one named ``fn``); nothing happens if it is not there."""
         with _lock:
             match = (lambda e: e.name == fn) if isinstance(fn, str) else (lambda e: e.fn is fn or e.fn == fn)
-            local = self._local.get()
+            local = self._thread_entries.get()
             hit = next((e for e in reversed(local) if match(e)), None)
             if hit is not None:
-                self._local.set(tuple(e for e in local if e is not hit))
+                self._thread_entries.set(tuple(e for e in local if e is not hit))
             else:
-                hit = next((e for e in reversed(self._shared) if match(e)), None)
+                hit = next((e for e in reversed(self._process_entries) if match(e)), None)
                 if hit is None:
                     return
-                self._shared = tuple(e for e in self._shared if e is not hit)
+                self._process_entries = tuple(e for e in self._process_entries if e is not hit)
         self._changed()
 
     @contextlib.contextmanager
@@ -156,29 +156,29 @@ class Registry:
 
     def current(self):
         """The callbacks in force in this thread, in order (its own and the process-wide ones)."""
-        local, shared = self._local.get(), self._shared
-        merged = self._merged
+        local, shared = self._thread_entries.get(), self._process_entries
+        merged = self._merged_entries
         if merged[0] is local and merged[1] is shared:
             return merged[2]
         fns = tuple(e.fn for e in sorted(local + shared, key=_order)) if shared and local else \
             tuple(e.fn for e in (local or shared))
-        self._merged = (local, shared, fns)
+        self._merged_entries = (local, shared, fns)
         return fns
 
     callbacks = property(current, doc="``current()``: the callbacks in force in this thread, in order")
 
     def names(self):
-        return [e.name for e in sorted(self._local.get() + self._shared, key=_order)]
+        return [e.name for e in sorted(self._thread_entries.get() + self._process_entries, key=_order)]
 
     def _changed(self):
         if self._on_change is not None:
             self._on_change()
 
     def __bool__(self):
-        return bool(self._local.get() or self._shared)
+        return bool(self._thread_entries.get() or self._process_entries)
 
     def __len__(self):
-        return len(self._local.get()) + len(self._shared)
+        return len(self._thread_entries.get()) + len(self._process_entries)
 
     def __iter__(self):
         return iter(self.current())
@@ -202,12 +202,12 @@ class _Handle:
 def _refresh():
     """Recompute the flags the hot path reads: this thread's Mode and the process-wide ones."""
     m = _mode.get()
-    forward = bool(input_casts._local.get() or forward_wrappers._local.get() or m.saved_hooks)
-    backward = bool(backward_wrappers._local.get())
+    forward = bool(input_casts._thread_entries.get() or forward_wrappers._thread_entries.get() or m.saved_hooks)
+    backward = bool(backward_wrappers._thread_entries.get())
     if forward != m.forward or backward != m.backward:
         _mode.set(m.replace(forward=forward, backward=backward))
-    _mode.process.forward = bool(input_casts._shared or forward_wrappers._shared)
-    _mode.process.backward = bool(backward_wrappers._shared)
+    _mode.process.forward = bool(input_casts._process_entries or forward_wrappers._process_entries)
+    _mode.process.backward = bool(backward_wrappers._process_entries)
 
 
 input_casts = Registry("input_casts", _refresh)

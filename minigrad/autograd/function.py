@@ -77,6 +77,28 @@ def _snake(name):
     return re.sub(r"(?<=[a-z0-9])(?=[A-Z][a-z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).lower()
 
 
+def register_prehook(node, hook):
+    """Call ``hook(grad) -> new grad or None`` before ``node`` sends its gradient on (``Tensor.register_hook``
+    on the node's output). Hooks run in registration order; ``retain_grad``'s stays last, so ``.grad`` is
+    the gradient after every hook. Returns a handle whose ``remove()`` unregisters it."""
+    if node._pre_hooks is None:
+        node._pre_hooks = []
+    hooks = node._pre_hooks
+    hooks.insert(len(hooks) - (1 if hooks and getattr(hooks[-1], "retains_grad", False) else 0), hook)
+    return RemovableHandle(hooks, hook)
+
+
+class RemovableHandle:
+    """What registering a hook returns: ``handle.remove()`` takes it off its list again (idempotent)."""
+
+    def __init__(self, hooks, hook):
+        self._hooks, self._hook = hooks, hook
+
+    def remove(self):
+        if self._hook in self._hooks:
+            self._hooks.remove(self._hook)
+
+
 class Function:
     """Base class of ops. Subclasses define static ``forward(ctx, ...)`` and ``backward(ctx, grad)``."""
 
@@ -84,7 +106,7 @@ class Function:
     # per-node defaults, overridden on the instance when used
     _pre_hooks = None   # tensor hooks (register_hook on the output)
     _versions = ()      # (version counter, version at save time, label) per saved input
-    _hooks = None       # the (pack, unpack) saved_tensors_hooks in force when the op ran
+    _pack_hooks = None  # the (pack, unpack) saved_tensors_hooks in force when the op ran
     _unpack = None      # how saved arrays are read back: the hooks' unpack, or widening (opmath.py)
     _compute = None     # the dtype backward computes in when it differs from the output's (opmath.py)
     _saved = ()         # what save_for_backward kept; None once backward freed it
@@ -101,7 +123,7 @@ class Function:
     def save_for_backward(self, *arrays):
         """Keep arrays (and numbers, None) for backward. In-place changes to them before backward are
         detected. Under ``saved_tensors_hooks`` each array is packed now and unpacked when read."""
-        hooks = self._hooks
+        hooks = self._pack_hooks
         if hooks is not None:  # pack arrays only: numbers and None saved alongside pass through untouched
             pack, self._unpack = hooks
             self._packed = tuple(isinstance(a, self.xp.ndarray) for a in arrays)
@@ -157,6 +179,8 @@ class Function:
             return extensions.run_forward(cls, args, kwargs, dispatch)
         return dispatch(cls, args, kwargs, m.grad, None, None)
 
+    register_prehook = register_prehook  # ``node.register_prehook(hook)``, as PyTorch's grad_fn has
+
     @property
     def next(self):
         """The node's edges, one per positional input: an ``Edge`` (node, shape, dtype) or None.
@@ -206,8 +230,8 @@ def dispatch(cls, args, kwargs, enabled, hooks, casts):
     ctx.needs_input_grad = tuple(needs)
     if casts is not None:    # the op runs at another precision: its inputs converted here, not by Cast ops
         kept = opmath.convert_inputs(casts, args, raw, be)
-    elif hooks is not None:
-        ctx._hooks = hooks
+    elif hooks is not None and track:   # saves of an op that is not recorded are never read: not packed
+        ctx._pack_hooks = hooks
     try:
         out = cls.forward(ctx, *raw, **kwargs)
     except MinigradError:
@@ -309,6 +333,8 @@ class AccumulateGrad:
     __slots__ = ("tensor_ref", "_pre_hooks", "__weakref__")
     name = "accumulate_grad"
     _next = next = ()   # a leaf: nothing further back
+
+    register_prehook = register_prehook
 
     def __repr__(self):
         return "<AccumulateGrad>"
