@@ -6,6 +6,7 @@
     x.grad
 """
 from . import errors
+from ._version import __version__  # noqa: F401
 from .backend import dtypes as _dtypes
 from .backend.device import Device, device
 from .backend.dtypes import (DType, bool_ as bool, double, float, float16, float32, float64, half, int,
@@ -32,8 +33,6 @@ from .serialization import CheckpointError, load, save  # noqa: E402
 from . import amp  # noqa: E402  (a feature layer)
 from .amp import autocast  # noqa: E402
 from .random import Generator, default_generator, initial_seed, manual_seed, seed, get_rng_state, set_rng_state
-
-__version__ = "0.1.0"
 
 
 def get_default_dtype():

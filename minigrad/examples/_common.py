@@ -64,7 +64,8 @@ def blas_threads(n):
 
 
 def tune_malloc():
-    """See minigrad.backend.host_malloc (the NumPy backend applies it when it starts)."""
+    """glibc malloc tuned for many-MB temporaries (minigrad.backend.host_malloc: never done by importing
+    minigrad; the examples ask for it here, for their whole run)."""
     from minigrad.backend.host_malloc import tune_host_malloc
     return tune_host_malloc()
 
