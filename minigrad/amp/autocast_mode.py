@@ -128,11 +128,11 @@ def _sync_registration():
 
 def casts_for(op, args, kwargs):
     """The ``input_casts`` callback: the ``Casts`` the policy gives ``op`` here, or None (run as it is)."""
-    first = next((a for a in args if isinstance(a, Tensor)), None)
-    if first is None:
+    device = extensions.device_of(args)
+    if device is None:
         return None
     r = _region.get()
-    low = None if r is None else r.low.get(first.device.type)
+    low = None if r is None else r.low.get(device.type)
     if low is None:
         return None
     rule = POLICY.get(op.name)
@@ -147,9 +147,9 @@ def casts_for(op, args, kwargs):
         target = low                            # the op runs in its inputs' (low) dtype
     else:
         return None
-    if target in found and len(found) == 1 and not _opmath(first.device, target, op):
+    if target in found and len(found) == 1 and not _opmath(device, target, op):
         return None                             # nothing to convert, nothing to compute differently
-    compute = _F32 if _opmath(first.device, target, op) else target
+    compute = _F32 if _opmath(device, target, op) else target
     return extensions.Casts(target, compute, functools.partial(_cast, r, target, compute))
 
 

@@ -249,6 +249,15 @@ def current_saved_tensors_hooks():
     return hooks[-1] if hooks else None
 
 
+def device_of(args):
+    """The device an op with these positional arguments runs on: its first tensor's (``Function.apply``
+    checks that they all agree), or None. For wrappers and input casts, which see the arguments before."""
+    for a in args:
+        if hasattr(a, "device") and hasattr(a, "data"):
+            return a.device
+    return None
+
+
 class _State:
     """Read-only view of the flags: is any forward (backward) extension in force in this thread?"""
 

@@ -10,13 +10,12 @@ calls), not through these wrappers.
 """
 from ..autograd import extensions
 from ..backend.device import get_backend
-from ..tensor import Tensor
 
 NAME = "memory.op_labels"
 
 
 def label_forward(op, args, kwargs, run):
-    dev = next((a.device for a in args if isinstance(a, Tensor)), None)
+    dev = extensions.device_of(args)
     storage = None if dev is None else (dev.backend or get_backend(dev)).allocator
     if storage is None:
         return run()

@@ -137,11 +137,7 @@ class _Recorder:
 
     # --- the wrappers ---------------------------------------------------------------------------------
     def forward(self, op, args, kwargs, run):
-        device = None
-        for a in args:
-            if isinstance(a, Tensor):
-                device = a.device
-                break
+        device = extensions.device_of(args)
         shapes = [list(a.shape) if isinstance(a, Tensor) else [] for a in args] if self.record_shapes else None
         ev = self.begin(op.name, "cpu_op", device, shapes)
         try:

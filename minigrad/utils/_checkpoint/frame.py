@@ -86,7 +86,7 @@ class Frame:
         self.fn, self.kwargs = fn, kwargs
         self.recompute_ctx = recompute_ctx or contextlib.nullcontext()
         self.args = [_Input(a) if isinstance(a, Tensor) else a for a in args]
-        self.device = next((a.device for a in args if isinstance(a, Tensor)), None)
+        self.device = extensions.device_of(args)
         self.preserve_rng = preserve_rng_state
         self.rng = {default_generator: default_generator.get_state()} if preserve_rng_state else {}
         self.policy, self.allow_mutation = policy, allow_mutation
