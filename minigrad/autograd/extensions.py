@@ -236,10 +236,13 @@ class saved_tensors_hooks:
     def __exit__(self, *exc):
         m = _mode.get()
         hooks = m.saved_hooks
-        i = max((i for i, h in enumerate(hooks) if h is self.hooks), default=None)
-        if i is not None:
-            _mode.set(m.replace(saved_hooks=hooks[:i] + hooks[i + 1:]))
-            _refresh()
+        i = len(hooks) - 1
+        while i >= 0 and hooks[i] is not self.hooks:   # this block's pair: the innermost, unless a block
+            i -= 1                                      # was left out of order
+        if i >= 0:
+            rest = hooks[:i] + hooks[i + 1:]
+            forward = bool(rest or input_casts._thread_entries.get() or forward_wrappers._thread_entries.get())
+            _mode.set(m.replace(saved_hooks=rest, forward=forward))
         return False
 
 

@@ -126,9 +126,10 @@ class Function:
         hooks = self._pack_hooks
         if hooks is not None:  # pack arrays only: numbers and None saved alongside pass through untouched
             pack, self._unpack = hooks
-            self._packed = tuple(isinstance(a, self.xp.ndarray) for a in arrays)
+            array = self.xp.ndarray
+            self._packed = packed = [isinstance(a, array) for a in arrays]
             self._raw = arrays  # apply() takes the version records from these, then drops them
-            arrays = tuple(pack(a) if p else a for a, p in zip(arrays, self._packed))
+            arrays = [pack(a) if p else a for a, p in zip(arrays, packed)]
         self._saved = arrays
 
     @property

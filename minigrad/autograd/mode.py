@@ -26,11 +26,10 @@ class Mode:
         self.backward = backward        # this thread has backward wrappers
         self.saved_hooks = saved_hooks  # (pack, unpack) pairs of saved_tensors_hooks, innermost last
 
-    def replace(self, **changes):
-        m = Mode(self.grad, self.forward, self.backward, self.saved_hooks)
-        for k, v in changes.items():
-            setattr(m, k, v)
-        return m
+    def replace(self, grad=None, forward=None, backward=None, saved_hooks=None):
+        return Mode(self.grad if grad is None else grad, self.forward if forward is None else forward,
+                    self.backward if backward is None else backward,
+                    self.saved_hooks if saved_hooks is None else saved_hooks)
 
     def __repr__(self):
         return (f"Mode(grad={self.grad}, forward={self.forward}, backward={self.backward}, "
