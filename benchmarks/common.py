@@ -6,13 +6,13 @@ import time
 
 def pin_threads(n):
     """Use the same number of BLAS/OpenMP threads for NumPy and PyTorch (set before they load), and tune
-    glibc malloc as minigrad's examples do (``minigrad.backend.host_malloc``: minigrad never does it by
+    glibc malloc as minigrad's examples do (``minigrad.utils.host_malloc``: minigrad never does it by
     itself; trees from before that change did it on first use, so every benchmark does it explicitly)."""
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(var, str(n))
     try:
-        from minigrad.backend.host_malloc import tune_host_malloc
-    except ImportError:     # a tree from before the change tunes by itself
+        from minigrad.utils.host_malloc import tune_host_malloc
+    except ImportError:     # a tree from before the change tunes by itself, on first use
         return
     tune_host_malloc()
 

@@ -58,17 +58,15 @@ from .opmath import widen
 
 
 class Casts:
-    """What an ``input_casts`` callback returns for an op that should run at another precision.
+    """What an ``input_casts`` callback returns for an op that should run at another precision (one graph
+    node either way; each input's gradient comes back in that input's own dtype: ``autograd/opmath.py``).
 
     ``dtype``: the dtype the op's floating inputs are converted to and its floating output is stored in.
     ``compute``: the dtype its arithmetic runs in (default ``dtype``). When they differ (float16 storage on
-    NumPy, which has no float16 arithmetic: ``compute`` is float32, as PyTorch's CPU kernels compute float16
-    in an *opmath* type), the op runs on widened copies, what it saves for backward is stored in ``dtype``
-    and widened when backward reads it, its output is rounded to ``dtype``, and its backward runs in
-    ``compute`` (``autograd/opmath.py``). ``cast(tensor) -> array``: the input as an array of ``dtype`` (or
-    its own array when it should not change); autocast's weight-cast cache lives there. Default: convert
-    every floating input. Either way the op is one graph node, and each input's gradient comes back in
-    that input's own dtype.
+    NumPy, which has no float16 arithmetic: float32, PyTorch's CPU *opmath* type), the op runs on widened
+    copies, its saves are stored in ``dtype`` and widened when read, its output is rounded to ``dtype``.
+    ``cast(tensor) -> (stored, computed)``: the input's arrays in ``dtype`` and in ``compute`` (its own
+    array where it should not change); autocast's weight-cast cache lives there. Default: convert.
     """
     __slots__ = ("dtype", "compute", "cast")
 
@@ -177,14 +175,11 @@ class Registry:
     def __bool__(self):
         return bool(self._thread_entries.get() or self._process_entries)
 
-    def __len__(self):
-        return len(self._thread_entries.get()) + len(self._process_entries)
-
     def __iter__(self):
         return iter(self.current())
 
     def __repr__(self):
-        return f"<extension point {self.name}: {len(self)} registered {self.names()}>"
+        return f"<extension point {self.name}: {len(self.names())} registered {self.names()}>"
 
 
 class _Handle:

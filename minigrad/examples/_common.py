@@ -64,9 +64,9 @@ def blas_threads(n):
 
 
 def tune_malloc():
-    """glibc malloc tuned for many-MB temporaries (minigrad.backend.host_malloc: never done by importing
+    """glibc malloc tuned for many-MB temporaries (minigrad.utils.host_malloc: never done by importing
     minigrad; the examples ask for it here, for their whole run)."""
-    from minigrad.backend.host_malloc import tune_host_malloc
+    from minigrad.utils.host_malloc import tune_host_malloc
     return tune_host_malloc()
 
 

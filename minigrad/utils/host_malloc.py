@@ -12,7 +12,7 @@ instead of going back to the OS after every step. That is why minigrad never doe
 examples (``minigrad/examples/_common.py``) and the benchmarks call ``tune_host_malloc()``, and
 ``with tuned():`` scopes it to a block (a lecture can time a step with and without it)::
 
-    from minigrad.backend import host_malloc
+    from minigrad.utils import host_malloc
     with host_malloc.tuned():
         train_step()            # temporaries reuse heap pages: few page faults
 
