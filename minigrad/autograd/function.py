@@ -145,6 +145,12 @@ class Function:
         return self._saved if unpack is None else tuple(unpack(a) if p else a
                                                         for a, p in zip(self._saved, self._packed))
 
+    @property
+    def raw_saved_tensors(self):
+        """What the node holds for backward, as stored (PyTorch's ``grad_fn._raw_saved_*``): the arrays, or
+        what saved-tensor hooks packed them into (checkpointing's handles); None once backward freed them."""
+        return self._saved
+
     def empty(self, shape, dtype):
         """Uninitialised storage on this op's device, from the memory pool when one is installed.
 
