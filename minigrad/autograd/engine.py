@@ -186,7 +186,7 @@ def _conform(ig, shape, dtype, g, node, i):
         # float32 0-d arrays with Python floats. Cast those back.
         if ig.dtype.kind == dtype.kind == "f" and (ig.dtype == g.dtype or ig.dtype == node._compute or (
                 LEGACY_PROMOTION and ig.dtype.itemsize > dtype.itemsize)):
-            return ig.astype(dtype)
+            return opmath.convert(node.device.backend, ig, dtype)  # in the device's storage (the pool)
         raise GradientError(f"{node.name}: backward returned a {ig.dtype} gradient for input {i} of "
                             f"dtype {dtype}")
     return ig
