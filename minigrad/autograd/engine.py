@@ -130,6 +130,7 @@ def run_backward(roots, retain_graph=False, capture=None):
                 previous = g
                 waiting = pending.get(child)
                 pending[child] = g if waiting is None else waiting + g
+            input_grads = waiting = None            # freed now, not after the next node's backward
 
 
 def _bad_count(node, input_grads):

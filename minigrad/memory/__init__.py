@@ -26,12 +26,14 @@ Usage::
 How the core is reached (it never imports this package): two hooks.
 
 - Storage: when a pool is enabled on a device, that device's backend has ``backend.allocator`` set to a
-  storage adapter; ``ArrayBackend.empty``/``adopt`` (the only places storage is made) defer to it.
+  storage adapter; ``ArrayBackend.empty``/``adopt`` (the only places storage is made) defer to it, and
+  ``Function.apply`` adopts each op's result and saved arrays through it.
 - Labels: ``op_labels.py`` registers a forward wrapper and a backward wrapper on the core's extension
-  points (``minigrad/autograd/extensions.py``). Around each op they set the adapter's ``current_op`` to
-  the op's name (``"<op>.backward"`` in backward) and adopt the op's result and saved arrays into the
-  pool. Every block allocated while ``current_op`` is set records it as its cause;
-  ``with mem.label('forward'):`` labels the rest.
+  points (``minigrad/autograd/extensions.py``), process-wide: around each op they set the adapter's
+  ``current_op`` (per thread) to the op's name (``"<op>.backward"`` in backward). Every block allocated
+  while ``current_op`` is set records it as its cause; ``with mem.label('forward'):`` labels the rest.
+
+``pools.py`` holds the API below (one pool per device, switching it on and off, statistics, history).
 
 """
 from . import cupy_pool, history, op_labels, planner, pools  # noqa: F401
