@@ -139,7 +139,7 @@ def test_nothing_is_registered_when_off_and_record_function_is_free():
     assert not extensions.state.forward and not extensions.state.backward
     with profile():
         assert extensions.state.forward and extensions.state.backward and _recorder.active() is not None
-        assert len(dataloader_module.batch_wrappers) == 1
+        assert dataloader_module.batch_wrappers.names() == ["profiler"]
     assert not extensions.state.forward and not extensions.state.backward
     assert _recorder.active() is None and not dataloader_module.batch_wrappers
     with record_function("outside"):          # no profile: records nothing, raises nothing
