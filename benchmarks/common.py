@@ -31,7 +31,7 @@ def median_time(fn, repeat=7, number=1, warmup=2, timer=time.perf_counter):
     return statistics.median(times)
 
 
-def interleaved_medians(fns, repeat=7, warmup=2, block=5, settle=0.05):
+def interleaved_medians(fns, repeat=7, warmup=2, block=5, settle=0.05, timer=time.perf_counter):
     """Median seconds per call of each of ``fns``, timed in alternating blocks of ``block`` calls.
 
     On a shared VM whose speed drifts by 20-30 % over seconds, timing A for a while and then B compares
@@ -39,6 +39,7 @@ def interleaved_medians(fns, repeat=7, warmup=2, block=5, settle=0.05):
     NumPy's OpenBLAS threads and PyTorch's OpenMP threads keep spinning after each call and steal the
     two cores from each other. So each block starts after a short pause (``settle`` s) and one untimed
     call, which lets the other library's threads go idle and brings this one's back to steady state.
+    ``timer=time.process_time`` counts CPU time only (a loaded machine's waits for a core left out).
     """
     fns = [f for f in fns if f is not None]
     for f in fns:
@@ -50,9 +51,9 @@ def interleaved_medians(fns, repeat=7, warmup=2, block=5, settle=0.05):
             time.sleep(settle)
             f()
             for _ in range(min(block, repeat - len(ts))):
-                t0 = time.perf_counter()
+                t0 = timer()
                 f()
-                ts.append(time.perf_counter() - t0)
+                ts.append(timer() - t0)
     return [statistics.median(t) for t in times]
 
 

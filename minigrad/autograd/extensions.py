@@ -197,7 +197,7 @@ class _Handle:
 def _refresh():
     """Recompute the flags the hot path reads: this thread's Mode and the process-wide ones."""
     m = _mode.get()
-    forward = bool(input_casts._thread_entries.get() or forward_wrappers._thread_entries.get() or m.saved_hooks)
+    forward = bool(input_casts._thread_entries.get() or forward_wrappers._thread_entries.get())
     backward = bool(backward_wrappers._thread_entries.get())
     if forward != m.forward or backward != m.backward:
         _mode.set(m.replace(forward=forward, backward=backward))
@@ -225,7 +225,7 @@ class saved_tensors_hooks:
 
     def __enter__(self):
         m = _mode.get()
-        _mode.set(m.replace(saved_hooks=m.saved_hooks + (self.hooks,), forward=True))
+        _mode.set(m.replace(saved_hooks=m.saved_hooks + (self.hooks,)))
         return self
 
     def __exit__(self, *exc):
@@ -235,16 +235,13 @@ class saved_tensors_hooks:
         while i >= 0 and hooks[i] is not self.hooks:   # this block's pair: the innermost, unless a block
             i -= 1                                      # was left out of order
         if i >= 0:
-            rest = hooks[:i] + hooks[i + 1:]
-            forward = bool(rest or input_casts._thread_entries.get() or forward_wrappers._thread_entries.get())
-            _mode.set(m.replace(saved_hooks=rest, forward=forward))
+            _mode.set(m.replace(saved_hooks=hooks[:i] + hooks[i + 1:]))
         return False
 
 
 def current_saved_tensors_hooks():
     """The ``(pack, unpack)`` pair in force in this thread (the innermost), or None."""
-    hooks = _mode.get().saved_hooks
-    return hooks[-1] if hooks else None
+    return _mode.get().pack
 
 
 def device_of(args):
@@ -293,7 +290,7 @@ def _innermost(op, args, kwargs, dispatch):
         if casts is not None:
             break
     m = _mode.get()
-    return dispatch(op, args, kwargs, m.grad, m.saved_hooks[-1] if m.saved_hooks else None, casts)
+    return dispatch(op, args, kwargs, m.grad, m.pack, casts)
 
 
 def call_backward(node, grad):

@@ -176,15 +176,15 @@ class Function:
         edge, and ``backward`` returns one gradient per positional argument. Everything else (dims,
         flags, sizes) is passed by keyword and reaches ``forward`` unchanged.
 
-        One explicit check decides the path: with no extension in force for this thread (its own
-        registrations and the process-wide ones: ``autograd/mode.py``), the op is dispatched directly;
-        otherwise ``extensions.run_forward`` runs it inside the wrappers, with the casts and saved-tensor
-        hooks in force.
+        One explicit check decides the path: with no wrapper or cast in force for this thread (its own
+        registrations and the process-wide ones: ``autograd/mode.py``), the op is dispatched directly,
+        with the saved-tensor hooks in force (``Mode.pack``); otherwise ``extensions.run_forward`` runs
+        it inside the wrappers, with the casts.
         """
         m = _mode_get()
         if m.forward or _process.forward:
             return extensions.run_forward(cls, args, kwargs, dispatch)
-        return dispatch(cls, args, kwargs, m.grad, None, None)
+        return dispatch(cls, args, kwargs, m.grad, m.pack, None)
 
     register_prehook = register_prehook  # ``node.register_prehook(hook)``, as PyTorch's grad_fn has
 

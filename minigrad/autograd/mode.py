@@ -18,13 +18,14 @@ import contextvars
 
 class Mode:
     """One thread's mode. Never changed in place: ``replace`` returns the next one."""
-    __slots__ = ("grad", "forward", "backward", "saved_hooks")
+    __slots__ = ("grad", "forward", "backward", "saved_hooks", "pack")
 
     def __init__(self, grad=True, forward=False, backward=False, saved_hooks=()):
         self.grad = grad                # grad mode: ops record the graph
-        self.forward = forward          # this thread has forward-side extensions: apply takes the long way
+        self.forward = forward          # this thread has forward wrappers or casts: apply takes the long way
         self.backward = backward        # this thread has backward wrappers
         self.saved_hooks = saved_hooks  # (pack, unpack) pairs of saved_tensors_hooks, innermost last
+        self.pack = saved_hooks[-1] if saved_hooks else None   # the pair in force (what apply hands on)
 
     def replace(self, grad=None, forward=None, backward=None, saved_hooks=None):
         return Mode(self.grad if grad is None else grad, self.forward if forward is None else forward,
