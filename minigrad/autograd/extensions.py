@@ -2,8 +2,9 @@
 
 The core never imports the features that use these (amp, memory, compile, profiler, distributed); each
 feature registers a callback here. ``Function.apply`` makes one explicit check per op (``mode.forward or
-process.forward``: is anything registered for this thread, or for every thread?) and takes the plain path
-when nothing is; the engine checks once per backward pass. So unused extension points cost ~20 ns per op.
+process.forward``: is a wrapper or cast registered for this thread, or for every thread?) and takes the
+plain path when none is (saved-tensor hooks ride along on it: ``Mode.pack``); the engine checks once per
+backward pass. So unused extension points cost ~20 ns per op.
 
 =======================  ==========================================  =====================================
 point                    signature                                   used by
