@@ -269,29 +269,29 @@ class _State:
 state = _State()
 
 
-def run_forward(op, args, kwargs, dispatch):
-    """``Function.apply`` with extensions: the wrappers in order, then ``dispatch`` with the casts (if an
-    ``input_casts`` callback returns some), the grad mode and the saved-tensor hooks in force."""
+def run_forward(op, args, kwargs):
+    """``Function.apply`` with extensions: the wrappers in order, then the op itself, called back with the
+    casts (if an ``input_casts`` callback returns some), the grad mode and the saved-tensor hooks in force."""
     wrappers = forward_wrappers.current()
     if not wrappers:
-        return _innermost(op, args, kwargs, dispatch)
-    return _wrap(wrappers, 0, op, args, kwargs, dispatch)
+        return _innermost(op, args, kwargs)
+    return _wrap(wrappers, 0, op, args, kwargs)
 
 
-def _wrap(wrappers, i, op, args, kwargs, dispatch):
+def _wrap(wrappers, i, op, args, kwargs):
     if i == len(wrappers):
-        return _innermost(op, args, kwargs, dispatch)
-    return wrappers[i](op, args, kwargs, lambda: _wrap(wrappers, i + 1, op, args, kwargs, dispatch))
+        return _innermost(op, args, kwargs)
+    return wrappers[i](op, args, kwargs, lambda: _wrap(wrappers, i + 1, op, args, kwargs))
 
 
-def _innermost(op, args, kwargs, dispatch):
+def _innermost(op, args, kwargs):
     casts = None
     for policy in input_casts.current():
         casts = policy(op, args, kwargs)
         if casts is not None:
             break
     m = _mode.get()
-    return dispatch(op, args, kwargs, m.grad, m.pack, casts)
+    return op.apply(*args, _extended=(m.grad, m.pack, casts), **kwargs)
 
 
 def call_backward(node, grad):

@@ -169,7 +169,7 @@ class Function:
 
     # --- apply: the forward pass of the graph ------------------------------------------------------
     @classmethod
-    def apply(cls, *args, **kwargs):
+    def apply(cls, *args, _extended=None, **kwargs):
         """Run the op: tensors in, a Tensor out, and (when grad is needed) a graph node for backward.
 
         Positional arguments are the op's inputs (tensors, or numbers used as operands): each gets an
@@ -177,14 +177,92 @@ class Function:
         flags, sizes) is passed by keyword and reaches ``forward`` unchanged.
 
         One explicit check decides the path: with no wrapper or cast in force for this thread (its own
-        registrations and the process-wide ones: ``autograd/mode.py``), the op is dispatched directly,
-        with the saved-tensor hooks in force (``Mode.pack``); otherwise ``extensions.run_forward`` runs
-        it inside the wrappers, with the casts.
+        registrations and the process-wide ones: ``autograd/mode.py``), the op runs right here, with the
+        grad mode and saved-tensor hooks in force (``Mode.grad``, ``Mode.pack``); otherwise
+        ``extensions.run_forward`` runs the wrappers, which call back in with ``_extended=(grad mode,
+        saved-tensor hooks, casts)``: an ``extensions.Casts`` makes the op run at another precision
+        (``opmath.py``). Ops never pass ``_extended``.
         """
-        m = _mode_get()
-        if m.forward or _process.forward:
-            return extensions.run_forward(cls, args, kwargs, dispatch)
-        return dispatch(cls, args, kwargs, m.grad, m.pack, None)
+        if _extended is None:
+            m = _mode_get()
+            if m.forward or _process.forward:
+                return extensions.run_forward(cls, args, kwargs)
+            enabled, hooks, casts = m.grad, m.pack, None
+        else:
+            enabled, hooks, casts = _extended
+        ctx = _new(cls)
+        device = None
+        track = False       # record this op in the graph?
+        raw = []            # arguments with tensors unwrapped to their arrays
+        needs = []          # needs_input_grad
+        edges = []          # per argument: (the input's node, its shape, its dtype), or None
+        for a in args:
+            if isinstance(a, Tensor):
+                d = a.device
+                if device is None:
+                    device = d
+                elif d is not device and d != device:
+                    raise DeviceError(f"{cls.name}: tensors on different devices ({device}, {d})")
+                data = a.data
+                raw.append(data)
+                if a.requires_grad and enabled:
+                    track = True
+                    needs.append(True)
+                    edges.append((a.grad_fn or a._accumulator(), data.shape, data.dtype))
+                    continue
+            else:
+                raw.append(a)
+            needs.append(False)
+            edges.append(None)
+        if device is None:
+            raise AutogradError(f"{cls.name}: apply() needs at least one Tensor argument")
+        be = device.backend or get_backend(device)
+        ctx.xp = be.xp
+        if be.fused is not None:
+            ctx.fused = be.fused
+        ctx.device = device
+        ctx.needs_input_grad = tuple(needs)
+        if casts is not None:   # the op runs at another precision: inputs converted here (no Cast op)
+            kept = opmath.convert_inputs(casts, args, raw, be)
+        elif hooks is not None and track:   # saves of an op that is not recorded are never read: not packed
+            ctx._pack_hooks = hooks
+        try:
+            out = cls.forward(ctx, *raw, **kwargs)
+        except MinigradError:
+            raise
+        except (ValueError, TypeError, IndexError, ZeroDivisionError, OverflowError) as e:
+            raise _op_error(cls.name, args, e) from None
+        if ctx.device is not device:  # the op put its result on another device (device transfer)
+            device = ctx.device
+            be = get_backend(device)
+        if type(out) is not be.array_type:
+            out = be.asarray(out)
+        if LEGACY_PROMOTION and out.dtype.char == "d" and not cls.exact_dtype:
+            out = _undo_legacy_promotion(out, raw)
+        computed = out
+        if casts is not None:
+            out = opmath.round_output(casts, out, be)
+        if be.allocator is not None:  # the memory pool: results live in its blocks (backend's storage hook)
+            out = be.adopt(out)
+        result = _new(Tensor)  # Tensor._make, inlined: this is the hottest path of the framework
+        result.data = out
+        result.device = device
+        result.grad = None
+        result._version_counter = VersionCounter()
+        if track and out.dtype.kind in _FLOATING:
+            result.requires_grad = True
+            result.grad_fn = ctx
+            ctx._next = tuple(edges)
+            if ctx._saved:
+                ctx._versions = _version_records(ctx, args, raw, computed, result)
+                if casts is not None:
+                    opmath.store_saved(ctx, casts, kept, computed, out, hooks, be)
+                elif out is not computed or be.allocator is not None:
+                    ctx._saved = _stored(ctx, computed, out, be)
+        else:
+            result.requires_grad = False
+            result.grad_fn = None
+        return result
 
     register_prehook = register_prehook  # ``node.register_prehook(hook)``, as PyTorch's grad_fn has
 
@@ -195,87 +273,6 @@ class Function:
         Kept as plain tuples in ``_next`` (what the engine reads: building an ``Edge`` per input cost
         ~0.1 µs per op) and named here, for people reading the graph."""
         return _edges(self._next)
-
-
-def dispatch(cls, args, kwargs, enabled, hooks, casts):
-    """One op, once: check devices, unwrap, ``forward``, wrap, record the node (``Function.apply``).
-
-    ``enabled``: grad mode; ``hooks``: the saved-tensor (pack, unpack) pair in force or None; ``casts``: an
-    ``extensions.Casts`` (the op runs at another precision: ``opmath.py``) or None.
-    """
-    ctx = _new(cls)
-    device = None
-    track = False       # record this op in the graph?
-    raw = []            # arguments with tensors unwrapped to their arrays
-    needs = []          # needs_input_grad
-    edges = []          # per argument: (the input's node, its shape, its dtype), or None
-    for a in args:
-        if isinstance(a, Tensor):
-            d = a.device
-            if device is None:
-                device = d
-            elif d is not device and d != device:
-                raise DeviceError(f"{cls.name}: tensors on different devices ({device}, {d})")
-            data = a.data
-            raw.append(data)
-            if a.requires_grad and enabled:
-                track = True
-                needs.append(True)
-                edges.append((a.grad_fn or a._accumulator(), data.shape, data.dtype))
-                continue
-        else:
-            raw.append(a)
-        needs.append(False)
-        edges.append(None)
-    if device is None:
-        raise AutogradError(f"{cls.name}: apply() needs at least one Tensor argument")
-    be = device.backend or get_backend(device)
-    ctx.xp = be.xp
-    if be.fused is not None:
-        ctx.fused = be.fused
-    ctx.device = device
-    ctx.needs_input_grad = tuple(needs)
-    if casts is not None:    # the op runs at another precision: its inputs converted here, not by Cast ops
-        kept = opmath.convert_inputs(casts, args, raw, be)
-    elif hooks is not None and track:   # saves of an op that is not recorded are never read: not packed
-        ctx._pack_hooks = hooks
-    try:
-        out = cls.forward(ctx, *raw, **kwargs)
-    except MinigradError:
-        raise
-    except (ValueError, TypeError, IndexError, ZeroDivisionError, OverflowError) as e:
-        raise _op_error(cls.name, args, e) from None
-    if ctx.device is not device:  # the op put its result on another device (device transfer)
-        device = ctx.device
-        be = get_backend(device)
-    if type(out) is not be.array_type:
-        out = be.asarray(out)
-    if LEGACY_PROMOTION and out.dtype.char == "d" and not cls.exact_dtype:
-        out = _undo_legacy_promotion(out, raw)
-    computed = out
-    if casts is not None:
-        out = opmath.round_output(casts, out, be)
-    if be.allocator is not None:  # the memory pool: results live in its blocks (backend's storage hook)
-        out = be.adopt(out)
-    result = _new(Tensor)  # Tensor._make, inlined: this is the hottest path of the framework
-    result.data = out
-    result.device = device
-    result.grad = None
-    result._version_counter = VersionCounter()
-    if track and out.dtype.kind in _FLOATING:
-        result.requires_grad = True
-        result.grad_fn = ctx
-        ctx._next = tuple(edges)
-        if ctx._saved:
-            ctx._versions = _version_records(ctx, args, raw, computed, result)
-            if casts is not None:
-                opmath.store_saved(ctx, casts, kept, computed, out, hooks, be)
-            elif out is not computed or be.allocator is not None:
-                ctx._saved = _stored(ctx, computed, out, be)
-    else:
-        result.requires_grad = False
-        result.grad_fn = None
-    return result
 
 
 def _stored(ctx, computed, out, be):

@@ -1,7 +1,7 @@
-"""One op at another precision, in one step: the casts happen inside ``Function.apply``'s dispatch.
+"""One op at another precision, in one step: the casts happen inside ``Function.apply``.
 
 When an ``input_casts`` callback (autocast) returns ``extensions.Casts(dtype, compute, cast)`` for an op,
-``function.dispatch`` calls the three functions below around the op's ``forward``; the op stays one graph
+``Function.apply`` calls the three functions below around the op's ``forward``; the op stays one graph
 node, with one edge per input in that input's own dtype:
 
     inputs    each floating tensor input converted to ``dtype`` (float16, say) and, when ``compute``
