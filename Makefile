@@ -47,7 +47,7 @@ browser:
 	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq chromium) \
 		|| echo "no chromium could be installed: the browser tests in tests/site will skip"
 
-# Line budget (tools/size_budget.py): no file in minigrad/ or autograder/ over 500 lines, the core under 6,500.
+# Line budget (tools/size_budget.py): no file in minigrad/ or autograder/ over 500 lines, the core under 6,700.
 size-budget: $(STAMP)
 	$(PY) -m tools.size_budget
 

@@ -14,9 +14,14 @@ Memory, measured with minigrad's caching pool (deterministic bytes):
   Goal <= 0.7x float32.
 Time: medians, timed in alternating blocks; on CPU goal <= 1.3x float32, on GPU goal faster than float32,
 with PyTorch's AMP (float16 on cuda, bfloat16 on cpu: its defaults) beside it when PyTorch is importable.
+The floor on a NumPy device: the time an autocast step spends converting float16 <-> float32 (NumPy has
+no float16 arithmetic; every conversion goes through ``minigrad.autograd.opmath.convert``, timed here),
+and the step without it, against float32.
 """
 import argparse
+import contextlib
 import sys
+import time
 
 from common import interleaved_medians, pin_threads, table
 
@@ -112,6 +117,43 @@ def torch_step(torch, case_name, device, amp, batch):
     return step
 
 
+def conversion_time(case, device, batch, repeat):
+    """(step seconds, seconds of it inside float16<->float32 conversions): the autocast step with the
+    smallest total of ``repeat``; None on a tree without ``autograd/opmath.py``."""
+    try:
+        from minigrad.autograd import opmath
+        from minigrad.amp import autocast_mode
+    except ImportError:
+        return None
+    spent, convert = [0.0], opmath.convert
+
+    def timed(be, array, dtype):
+        t0 = time.perf_counter()
+        out = convert(be, array, dtype)
+        spent[0] += time.perf_counter() - t0
+        return out
+
+    step = synced(make_step(case, device, True, batch)[0], device)
+    step()
+    best = (float("inf"), 0.0)
+    with contextlib.ExitStack() as stack:
+        for module in (opmath, autocast_mode):
+            stack.callback(setattr, module, "convert", convert)
+            module.convert = timed
+        for _ in range(repeat):
+            spent[0] = 0.0
+            t0 = time.perf_counter()
+            step()
+            t = time.perf_counter() - t0
+            if t < best[0]:
+                best = (t, spent[0])
+    return best
+
+
+def kind_is_numpy(device):
+    return device == "cpu" or mg.cuda.is_emulated()
+
+
 def synced(step, device):
     if device.startswith("cuda"):
         def run():
@@ -160,6 +202,13 @@ def main(argv=None):
             times = interleaved_medians(fns, repeat, warmup=1 if args.quick else 2, block=1 if args.quick else 3)
             t32, t16 = times[:2]
             rows.append([label, "minigrad step ms", f"{t32 * 1e3:.2f}", f"{t16 * 1e3:.2f}", f"{t16 / t32:.2f}x"])
+            floor = conversion_time(case, args.device, batch, repeat) if kind_is_numpy(args.device) else None
+            if floor is not None:
+                step_t, conv_t = floor
+                rows.append(["", "of which f16<->f32 conversions", "", f"{conv_t * 1e3:.2f}",
+                             f"{conv_t / step_t:.0%} of the step"])
+                rows.append(["", "step without the conversions", f"{t32 * 1e3:.2f}",
+                             f"{(step_t - conv_t) * 1e3:.2f}", f"{(step_t - conv_t) / t32:.2f}x"])
             if torch is not None:
                 rows.append(["", f"PyTorch {torch.__version__} ms", f"{times[2] * 1e3:.2f}", f"{times[3] * 1e3:.2f}",
                              f"{times[3] / times[2]:.2f}x"])

@@ -5,25 +5,33 @@ import time
 
 
 def pin_threads(n):
-    """Use the same number of BLAS/OpenMP threads for NumPy and PyTorch (set before they load)."""
+    """Use the same number of BLAS/OpenMP threads for NumPy and PyTorch (set before they load), and tune
+    glibc malloc as minigrad's examples do (``minigrad.utils.host_malloc``: minigrad never does it by
+    itself; trees from before that change did it on first use, so every benchmark does it explicitly)."""
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(var, str(n))
+    try:
+        from minigrad.utils.host_malloc import tune_host_malloc
+    except ImportError:     # a tree from before the change tunes by itself, on first use
+        return
+    tune_host_malloc()
 
 
-def median_time(fn, repeat=7, number=1, warmup=2):
-    """Median seconds per call of ``fn`` over ``repeat`` runs of ``number`` calls, after ``warmup`` calls."""
+def median_time(fn, repeat=7, number=1, warmup=2, timer=time.perf_counter):
+    """Median seconds per call of ``fn`` over ``repeat`` runs of ``number`` calls, after ``warmup`` calls
+    (``timer=time.process_time``: CPU time, for loaded machines)."""
     for _ in range(warmup):
         fn()
     times = []
     for _ in range(repeat):
-        t0 = time.perf_counter()
+        t0 = timer()
         for _ in range(number):
             fn()
-        times.append((time.perf_counter() - t0) / number)
+        times.append((timer() - t0) / number)
     return statistics.median(times)
 
 
-def interleaved_medians(fns, repeat=7, warmup=2, block=5, settle=0.05):
+def interleaved_medians(fns, repeat=7, warmup=2, block=5, settle=0.05, timer=time.perf_counter):
     """Median seconds per call of each of ``fns``, timed in alternating blocks of ``block`` calls.
 
     On a shared VM whose speed drifts by 20-30 % over seconds, timing A for a while and then B compares
@@ -31,6 +39,7 @@ def interleaved_medians(fns, repeat=7, warmup=2, block=5, settle=0.05):
     NumPy's OpenBLAS threads and PyTorch's OpenMP threads keep spinning after each call and steal the
     two cores from each other. So each block starts after a short pause (``settle`` s) and one untimed
     call, which lets the other library's threads go idle and brings this one's back to steady state.
+    ``timer=time.process_time`` counts CPU time only (a loaded machine's waits for a core left out).
     """
     fns = [f for f in fns if f is not None]
     for f in fns:
@@ -42,9 +51,9 @@ def interleaved_medians(fns, repeat=7, warmup=2, block=5, settle=0.05):
             time.sleep(settle)
             f()
             for _ in range(min(block, repeat - len(ts))):
-                t0 = time.perf_counter()
+                t0 = timer()
                 f()
-                ts.append(time.perf_counter() - t0)
+                ts.append(timer() - t0)
     return [statistics.median(t) for t in times]
 
 

@@ -6,13 +6,13 @@
     x.grad
 """
 from . import errors
+from ._version import __version__  # noqa: F401
 from .backend import dtypes as _dtypes
 from .backend.device import Device, device
 from .backend.dtypes import (DType, bool_ as bool, double, float, float16, float32, float64, half, int,
                              int8, int16, int32, int64, long, uint8)
 from .errors import OutOfMemoryError
 from .tensor import Tensor, tensor
-from . import _methods  # noqa: F401  (binds ops onto Tensor)
 from . import autograd, cuda
 from . import memory  # noqa: E402  (a feature layer: the core never imports it)
 from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
@@ -35,8 +35,6 @@ from . import inference  # noqa: E402  (KV cache, paged pool, continuous batchin
 from . import amp  # noqa: E402  (a feature layer)
 from .amp import autocast  # noqa: E402
 from .random import Generator, default_generator, initial_seed, manual_seed, seed, get_rng_state, set_rng_state
-
-__version__ = "0.1.0"
 
 
 def get_default_dtype():

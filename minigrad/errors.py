@@ -76,9 +76,3 @@ class DistributedError(MinigradError, RuntimeError):
 
 class DistTimeoutError(DistributedError, TimeoutError):
     """A collective or the rendezvous did not complete in time; the message names the missing ranks."""
-
-
-def shape_str(x):
-    """(3, 4) for shapes, tensors and arrays alike; used in messages."""
-    shape = getattr(x, "shape", x)
-    return str(tuple(shape))

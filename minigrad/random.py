@@ -4,6 +4,9 @@ Random tensors are drawn on the host and then placed on the requested device, so
 same numbers on every device (slower on GPU than drawing there, but reproducible across devices, which is
 what a course needs).
 """
+import contextlib
+import contextvars
+
 import numpy as np
 
 
@@ -60,6 +63,26 @@ def set_rng_state(state):
     default_generator.set_state(state)
 
 
+_watch = contextvars.ContextVar("minigrad.random.watch", default=None)
+
+
+@contextlib.contextmanager
+def watch_generators(fn):
+    """While in force (in this thread), ``fn(generator)`` is called before every draw from a generator:
+    activation checkpointing notes each generator's state before its first use in a region, to replay its
+    numbers in the recomputation. Nested watches are all called, innermost last."""
+    outer = _watch.get()
+    token = _watch.set(fn if outer is None else lambda g: (outer(g), fn(g)))
+    try:
+        yield
+    finally:
+        _watch.reset(token)
+
+
 def host_rng(generator=None):
-    """The numpy Generator to draw from."""
-    return (generator or default_generator).np
+    """The numpy Generator to draw from (every random op and factory gets it here)."""
+    g = generator or default_generator
+    watch = _watch.get()
+    if watch is not None:
+        watch(g)
+    return g.np

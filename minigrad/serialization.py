@@ -56,24 +56,17 @@ import zlib
 
 import numpy as np
 
-import minigrad as mg
-
+from ._version import __version__
 from .backend import dtypes as _dtypes
-from .errors import DeviceError, MinigradError
+from .backend.device import Device, device as _device
+from .errors import CheckpointError, DeviceError
+from .tensor import Tensor, tensor
 
 __all__ = ["save", "load", "load_metadata", "CheckpointError", "FORMAT_NAME", "FORMAT_VERSION"]
 
 FORMAT_NAME = "minigrad.checkpoint"
 FORMAT_VERSION = 1
 META_NAME = "__meta__.json"
-
-try:
-    from .errors import CheckpointError  # once the error moves to minigrad/errors.py
-except ImportError:
-    class CheckpointError(MinigradError, ValueError):
-        """A file that ``mg.load`` cannot read as a minigrad checkpoint (foreign, truncated, corrupt, newer),
-        or an object that ``mg.save`` cannot store."""
-
 
 # --- saving --------------------------------------------------------------------------------------------
 class _Encoder:
@@ -108,7 +101,7 @@ class _Encoder:
             return {"type": "float", "value": value if math.isfinite(value) else repr(value)}
         if isinstance(obj, str):
             return {"type": "str", "value": obj}
-        if isinstance(obj, mg.Tensor):
+        if isinstance(obj, Tensor):
             host = obj.data if obj.device.type == "cpu" and isinstance(obj.data, np.ndarray) else np.asarray(obj)
             return {"type": "tensor", "ref": self._add_array(obj, host), "dtype": obj.dtype.name,
                     "device": str(obj.device), "requires_grad": bool(obj.requires_grad)}
@@ -201,7 +194,7 @@ def save(obj, f, *, compress=False):
         tree = enc.encode(obj, "obj")
     except RecursionError:
         raise CheckpointError("save: the object is nested too deeply to store") from None
-    meta = {"format": FORMAT_NAME, "version": FORMAT_VERSION, "minigrad_version": getattr(mg, "__version__", None),
+    meta = {"format": FORMAT_NAME, "version": FORMAT_VERSION, "minigrad_version": __version__,
             "arrays": enc.array_meta, "tree": tree}
     try:
         meta_bytes = json.dumps(meta, allow_nan=False, separators=(",", ":")).encode("utf-8")
@@ -342,7 +335,7 @@ class _Decoder:
             self.fail(f"tensor {ref!r} is stored as {arr.dtype} but described as {dtype.name}")
         dev = self.device if self.device is not None else node.get("device", "cpu")
         try:
-            t = mg.tensor(arr, dtype=dtype, device=dev)
+            t = tensor(arr, dtype=dtype, device=dev)
         except DeviceError as e:
             raise DeviceError(f"load: {self.name}: the checkpoint has tensors on {dev}, which is not usable "
                               f"here ({e}); pass device='cpu' to load them elsewhere") from e
@@ -473,14 +466,14 @@ def load(f, *, device=None, map_location=None):
     if device is not None and map_location is not None:
         raise CheckpointError("load: pass device or map_location, not both")
     device = device if device is not None else map_location
-    if device is not None and not isinstance(device, (str, mg.Device)):
+    if device is not None and not isinstance(device, (str, Device)):
         raise CheckpointError(f"load: device must be a device or a string like 'cpu', got {device!r} "
                               f"(callable map_location is not supported)")
     name = _name_of(f)
     npz = _open_npz(f, name)
     with npz:
         meta = _read_meta(npz, name)
-        decoder = _Decoder(npz, meta["arrays"], name, mg.device(device) if device is not None else None)
+        decoder = _Decoder(npz, meta["arrays"], name, _device(device) if device is not None else None)
         try:
             return decoder.decode(meta["tree"])
         except RecursionError as e:

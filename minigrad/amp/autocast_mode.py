@@ -1,54 +1,71 @@
-"""``autocast``: run each op in the dtype the policy table (policy.py) gives it, casting inputs on the fly.
+"""``autocast``: each op runs in the dtype the policy table (policy.py) gives it, cast inside its dispatch.
 
 Parameters stay float32 (the master weights, PyTorch's design); a LOWER op (matmul, linear, conv,
-attention) gets float16 copies of its float32 inputs, a FLOAT32 op (softmax, losses, norms, reductions)
-gets float32 copies of float16 ones. The casts are ordinary differentiable ``Cast`` ops, so backward
-needs no special case: each op's gradient is computed in the dtype its forward ran in (its saved arrays
-and its output have that dtype), and each cast's backward converts the gradient back to its input's
-dtype -- a float32 parameter gets a float32 ``.grad``.
+attention) runs on float16 copies of its float32 inputs, a FLOAT32 op (softmax, losses, norms, reductions)
+on float32 copies of float16 ones. The casts are not ops: autocast plugs into the core at ``input_casts``
+and answers, per op, an ``extensions.Casts`` (the dtype to run in); ``Function.apply`` converts the inputs
+inside the op's own dispatch, so each op stays one graph node (``autograd/opmath.py``), its saved arrays
+and output are stored in that dtype, and each input's gradient comes back in that input's dtype (a
+float32 parameter gets a float32 ``.grad``).
 
-It plugs into the core at ``input_casts`` (and, for NumPy devices, a forward wrapper: NumPy has no float16
-arithmetic, so there float16 ops compute in float32 on float16 storage -- _numpy_opmath.py), registered
-only while an enabled autocast region is active: outside one, ops pay nothing.
+On NumPy devices (cpu, the cuda emulator) float16 ops compute in float32 on float16 storage: NumPy has no
+float16 arithmetic, so a float16 op gets ``Casts(float16, compute=float32)``, as PyTorch's CPU kernels
+compute in an *opmath* type. Ops that only move elements (``MOVEMENT``: reshape, indexing, concatenation)
+run on float16 directly. On a GPU float16 is computed natively.
 
-State is per device type ('cpu', 'cuda'): autocast for 'cuda' leaves cpu tensors alone. Within the
-outermost region, float32 leaf tensors that require grad (parameters) are cast once per region and
-dtype and the cast reused (PyTorch's weight-cast cache); an in-place change of the parameter
-invalidates its entry. Deliberate differences from PyTorch: the default dtype is float16 on 'cpu' too
-(PyTorch picks bfloat16), and minigrad's autocast is process-wide rather than thread-local.
+State is per thread and per device type ('cpu', 'cuda'): autocast for 'cuda' leaves cpu tensors alone,
+and another thread's ops are not affected. Within the outermost region of a thread, float32 leaf tensors
+that require grad (parameters) are cast once per region (PyTorch's weight-cast cache: a dict keyed by the
+parameter itself, emptied when the region ends); an in-place change of the parameter makes its entry
+stale. Deliberate difference from PyTorch: the default dtype is float16 on 'cpu' too (PyTorch picks
+bfloat16, which NumPy does not have).
 """
+import contextvars
 import functools
 
-from ..autograd import extensions, grad_mode
+import numpy as np
+
+from ..autograd import extensions
+from ..autograd.opmath import convert
 from ..backend import dtypes
+from ..backend.device import get_backend
 from ..errors import ArgumentError, DTypeError
 from ..tensor import Tensor
-from . import _numpy_opmath as opmath
-from .policy import FLOAT32, LOWER, POLICY
+from .policy import FLOAT32, LOWER, MOVEMENT, POLICY
 
-_ELIGIBLE = (dtypes.float16.np_dtype, dtypes.float32.np_dtype)
+_F16, _F32 = np.dtype(np.float16), np.dtype(np.float32)
+_ELIGIBLE = (_F16, _F32)   # only these are cast (PyTorch's rule): float64 and integers pass through
 _LOW = (dtypes.float16,)
-_active = {}      # device type -> the low-precision DType of the innermost region (None: disabled there)
-_depth = [0]      # number of open regions (enabled or not); the cast cache lives while it is > 0
-_cache = {}       # (id(param), np dtype, grad enabled) -> (param, version, cast)
-_cached_ids = set()  # ids of the cached casts (their float32 copies on NumPy are cached too)
-_handle = []      # the input_casts and forward_wrappers registrations while an enabled region is open
-_cache_on = [True]  # the weight-cast cache is used (off inside a cache_enabled=False region)
+
+
+class _Region:
+    """A thread's autocast state: the low dtype per device type (None: disabled there), whether the
+    weight-cast cache is used, and the cache itself (shared by the regions nested in the outermost)."""
+    __slots__ = ("low", "cache_on", "cache")
+
+    def __init__(self, low, cache_on, cache):
+        self.low, self.cache_on, self.cache = low, cache_on, cache
+
+
+_region = contextvars.ContextVar("minigrad.autocast", default=None)
 
 
 def is_autocast_enabled(device_type="cuda"):
-    return _active.get(device_type) is not None
+    r = _region.get()
+    return r is not None and r.low.get(device_type) is not None
 
 
 def get_autocast_dtype(device_type="cuda"):
     """The low-precision dtype autocast uses on ``device_type`` (float16 by default)."""
-    return _active.get(device_type) or dtypes.float16
+    r = _region.get()
+    low = None if r is None else r.low.get(device_type)
+    return dtypes.float16 if low is None else dtypes.from_numpy_dtype(low)
 
 
 def clear_autocast_cache():
-    _cache.clear()
-    _cached_ids.clear()
-    opmath.clear()
+    r = _region.get()
+    if r is not None:
+        r.cache.clear()
 
 
 class autocast:
@@ -68,26 +85,23 @@ class autocast:
                              f"run in), got {dt.name}")
         self.device_type, self.fast_dtype, self.enabled = device_type, dt, bool(enabled)
         self.cache_enabled = bool(cache_enabled)
-        self._saved = []
+        self._outer = []
 
     def __enter__(self):
-        self._saved.append((_active.get(self.device_type), _cache_on[0]))
-        _active[self.device_type] = self.fast_dtype if self.enabled else None
-        _depth[0] += 1
-        if self.enabled and not self.cache_enabled:
-            _cache_on[0] = False
+        prev = _region.get()
+        low = dict(prev.low) if prev is not None else {}
+        low[self.device_type] = self.fast_dtype.np_dtype if self.enabled else None
+        cache_on = (prev is None or prev.cache_on) and not (self.enabled and not self.cache_enabled)
+        self._outer.append(prev)
+        _region.set(_Region(low, cache_on, {} if prev is None else prev.cache))
         _sync_registration()
         return self
 
     def __exit__(self, *exc):
-        previous, cache = self._saved.pop()
-        _active[self.device_type] = previous
-        _cache_on[0] = cache
-        _depth[0] -= 1
-        if _depth[0] == 0:
-            _cache.clear()  # casts of parameters are valid for one region (one forward), as in PyTorch
-            _cached_ids.clear()
-            opmath.clear()
+        prev = self._outer.pop()
+        if prev is None:
+            _region.get().cache.clear()  # casts of parameters are valid for one region (one forward)
+        _region.set(prev)
         _sync_registration()
         return False
 
@@ -101,62 +115,66 @@ class autocast:
 
 
 def _sync_registration():
-    want = any(v is not None for v in _active.values())
-    if want and not _handle:
-        _handle[:] = [extensions.input_casts.add(autocast_inputs),
-                      extensions.forward_wrappers.add(opmath.round_outputs)]
-    elif not want and _handle:
-        for h in _handle:
-            h.remove()
-        _handle.clear()
+    """Registered at ``input_casts`` (for this thread) exactly while some device type is enabled, so ops
+    in a disabled region take the plain path."""
+    r = _region.get()
+    want = r is not None and any(v is not None for v in r.low.values())
+    have = "autocast" in extensions.input_casts.names()
+    if want and not have:
+        extensions.input_casts.add(casts_for, "autocast")
+    elif have and not want:
+        extensions.input_casts.remove("autocast")
 
 
-def autocast_inputs(op, args, kwargs):
-    """The ``input_casts`` callback: cast ``op``'s floating tensor inputs as the policy says (and, on a
-    NumPy device, give ops float32 copies of float16 inputs: _numpy_opmath.py)."""
-    first = next((a for a in args if isinstance(a, Tensor)), None)
-    if first is None:
-        first = next((v for v in kwargs.values() if isinstance(v, Tensor)), None)
-        if first is None:
-            return args, kwargs
-    low = _active.get(first.device.type)
+def casts_for(op, args, kwargs):
+    """The ``input_casts`` callback: the ``Casts`` the policy gives ``op`` here, or None (run as it is)."""
+    device = extensions.device_of(args)
+    if device is None:
+        return None
+    r = _region.get()
+    low = None if r is None else r.low.get(device.type)
     if low is None:
-        return args, kwargs
+        return None
     rule = POLICY.get(op.name)
-    target = None
+    found = {a.data.dtype for a in args if isinstance(a, Tensor) and a.data.dtype in _ELIGIBLE}
     if rule is LOWER:
-        target = low.np_dtype
+        target = low
     elif rule is FLOAT32:
-        target = dtypes.float32.np_dtype
-    elif rule is not None:  # PROMOTE: the widest eligible floating dtype among the inputs
-        found = {a.data.dtype for a in _tensors(args, kwargs) if a.data.dtype in _ELIGIBLE}
-        if len(found) > 1:
-            target = max(found, key=lambda d: d.itemsize)
-    if target is not None:
-        args = tuple(_cast(a, target) if isinstance(a, Tensor) else a for a in args)
-        if kwargs:
-            kwargs = {k: _cast(v, target) if isinstance(v, Tensor) else v for k, v in kwargs.items()}
-    if op.name not in opmath.MOVEMENT and opmath.is_numpy_device(first.device):
-        args, kwargs = opmath.upcast_inputs(op, args, kwargs, _cached_ids)
-    return args, kwargs
+        target = _F32
+    elif rule is not None and len(found) > 1:   # PROMOTE: mixed float16/float32 inputs go to the widest
+        target = max(found, key=lambda d: d.itemsize)
+    elif low in found and op.name not in MOVEMENT:
+        target = low                            # the op runs in its inputs' (low) dtype
+    else:
+        return None
+    if target in found and len(found) == 1 and not _opmath(device, target, op):
+        return None                             # nothing to convert, nothing to compute differently
+    compute = _F32 if _opmath(device, target, op) else target
+    return extensions.Casts(target, compute, functools.partial(_cast, r, target, compute))
 
 
-def _tensors(args, kwargs):
-    yield from (a for a in args if isinstance(a, Tensor))
-    yield from (v for v in kwargs.values() if isinstance(v, Tensor))
+def _opmath(device, target, op):
+    """Does ``op`` compute in float32 on ``target`` storage here? On NumPy devices, float16 ops do."""
+    return target == _F16 and op.name not in MOVEMENT and (device.backend or get_backend(device)).xp is np
 
 
-def _cast(t, target):
-    dt = t.data.dtype
-    if dt == target or dt not in _ELIGIBLE:
-        return t
-    if not (_cache_on[0] and t.requires_grad and t.grad_fn is None):
-        return t.to(dtypes.from_numpy_dtype(target))
-    key = (id(t), target, grad_mode.is_grad_enabled())
-    hit = _cache.get(key)
-    if hit is not None and hit[0] is t and hit[1] == t._version_counter.value:
-        return hit[2]
-    out = t.to(dtypes.from_numpy_dtype(target))
-    _cache[key] = (t, t._version_counter.value, out)
-    _cached_ids.add(id(out))
-    return out
+def _cast(region, target, compute, t):
+    """``(stored, computed)`` arrays of tensor ``t`` for an op running at ``target`` (computing in
+    ``compute``): parameters are cast once per region and the casts reused."""
+    a = t.data
+    if a.dtype not in _ELIGIBLE:
+        return a, a
+    if not (region.cache_on and t.requires_grad and t.grad_fn is None):
+        return _converted(t, target, compute)
+    casts = region.cache.setdefault(t, {})   # keyed by the parameter itself (held until the region ends)
+    hit = casts.get((target, compute))
+    version = t._version
+    if hit is None or hit[0] != version:
+        hit = casts[(target, compute)] = (version,) + _converted(t, target, compute)
+    return hit[1], hit[2]
+
+
+def _converted(t, target, compute):
+    be = t.device.backend or get_backend(t.device)
+    stored = t.data if t.data.dtype == target else convert(be, t.data, target)
+    return stored, stored if compute == target else convert(be, stored, compute)

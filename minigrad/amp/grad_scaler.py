@@ -25,12 +25,23 @@ inf check already syncs once per device per step); there is no ``device`` argume
 each device until all its gradients are checked (one fused pass per gradient on GPU: unscale and check in
 one read, ``cuda_kernels.amp_unscale_``), then each device is read once.
 """
+import enum
+
 import numpy as np
 
 from ..backend.device import get_backend
 from ..errors import ArgumentError, DTypeError, MinigradError
 
-READY, UNSCALED, STEPPED = "ready", "unscaled", "stepped"
+
+class OptState(enum.Enum):
+    """Where one optimizer is in the iteration (PyTorch's ``OptState``): unscale_ and step move it on,
+    update() starts the next iteration at READY."""
+    READY = 0
+    UNSCALED = 1
+    STEPPED = 2
+
+
+READY, UNSCALED, STEPPED = OptState.READY, OptState.UNSCALED, OptState.STEPPED
 
 
 class GradScalerError(MinigradError, RuntimeError):

@@ -1,34 +1,42 @@
-"""detect_anomaly(): fail fast, naming the op, when a forward or backward produces NaN or Inf.
+"""detect_anomaly(): fail fast, naming the op, when a forward or backward produces NaN or Inf; and when a
+backward fails, say where in your code the failing node's forward ran.
 
-It is a feature on the core's extension points: while on, it wraps every op's forward and every node's
-backward and checks what they return (the core pays nothing when it is off).
+Part of autograd (``torch.autograd.detect_anomaly`` in PyTorch), built on the extension points instead of
+inside the engine's loop, so that the loop stays the one lecture 01 shows and costs nothing while anomaly
+mode is off. Per thread, like every mode: while on in a thread, it wraps that thread's ops' forwards (it
+checks the output, and remembers the forward's call stack on the node) and backwards (it checks each
+gradient, and adds the remembered stack to any error). ``check_nan=False`` keeps the stacks, skips the
+NaN/Inf checks (PyTorch's meaning).
 """
+import contextvars
 import functools
+import traceback
 
 from ..errors import AnomalyError
 from . import extensions
 
-
-class _Anomaly:
-    enabled = False
-
-
-state = _Anomaly()
+_on = contextvars.ContextVar("minigrad.anomaly", default=None)   # None, or check_nan of the innermost
 
 
 class detect_anomaly:
     """Context manager (and decorator): check every op's output and every gradient for NaN/Inf."""
 
     def __init__(self, check_nan=True):
-        self.check_nan = check_nan
+        self.check_nan = bool(check_nan)
 
     def __enter__(self):
-        self._prev = state.enabled
-        _switch(self.check_nan)
+        self._prev = _on.get()
+        if self._prev is None:
+            self._handles = (extensions.forward_wrappers.add(_forward, "anomaly"),
+                             extensions.backward_wrappers.add(_backward, "anomaly"))
+        _on.set(self.check_nan)
         return self
 
     def __exit__(self, *exc):
-        _switch(self._prev)
+        _on.set(self._prev)
+        if self._prev is None:
+            for h in self._handles:
+                h.remove()
         return False
 
     def __call__(self, fn):
@@ -40,29 +48,34 @@ class detect_anomaly:
 
 
 def is_anomaly_enabled():
-    return state.enabled
+    return _on.get() is not None
 
 
-def _switch(enabled):
-    if enabled and not state.enabled:
-        extensions.forward_wrappers.add(_check_forward)
-        extensions.backward_wrappers.add(_check_backward)
-    elif not enabled and state.enabled:
-        extensions.forward_wrappers.remove(_check_forward)
-        extensions.backward_wrappers.remove(_check_backward)
-    state.enabled = bool(enabled)
+def is_anomaly_check_nan_enabled():
+    return bool(_on.get())
 
 
-def _check_forward(op, args, kwargs, run):
+def _forward(op, args, kwargs, run):
     out = run()
-    check(out.data, out.device.xp, op.name, "output")
+    if out.grad_fn is not None:
+        out.grad_fn._anomaly_stack = traceback.format_stack()[:-3]  # where the op was called from
+    if _on.get():
+        check(out.data, out.device.xp, op.name, "output")
     return out
 
 
-def _check_backward(node, grad, run):
-    grads = run()
-    for i, g in enumerate(grads if type(grads) is tuple else (grads,)):
-        check(g, node.xp, node.name, f"gradient for input {i}")
+def _backward(node, grad, run):
+    try:
+        grads = run()
+        if _on.get():
+            for i, g in enumerate(grads if type(grads) is tuple else (grads,)):
+                check(g, node.xp, node.name, f"gradient for input {i}")
+    except Exception as e:
+        stack = getattr(node, "_anomaly_stack", None)
+        if stack and hasattr(e, "add_note"):    # Python >= 3.11
+            e.add_note(f"detect_anomaly: the forward call of {node.name} that created this node:\n"
+                       + "".join(stack[-6:]))
+        raise
     return grads
 
 

@@ -11,10 +11,8 @@ import threading
 import weakref
 
 from ..errors import AutogradError, GradientError, InplaceModificationError
-from . import extensions, function
+from . import extensions, function, mode as _mode, opmath
 from .function import LEGACY_PROMOTION, AccumulateGrad
-
-_extensions = extensions.state
 
 
 class _Local(threading.local):
@@ -86,6 +84,8 @@ def run_backward(roots, retain_graph=False, capture=None):
     ``capture``: dict {node: None}; when given, gradients reaching those nodes are stored there instead of
     being accumulated into leaves (this is ``mg.autograd.grad``).
     """
+    m = _mode.get()
+    wrapped = m.backward or _mode.process.backward  # backward wrappers in force (checked once per pass)
     with _backward_pass():
         pending = {}                                # node -> the gradient summed there so far
         shared = _Shared()                          # arrays handed to more than one input
@@ -105,8 +105,12 @@ def run_backward(roots, retain_graph=False, capture=None):
                 continue
             if node._versions:
                 _check_versions(node)               # arrays it saved modified in place since forward?
-            input_grads = node.backward(node, grad) if not _extensions.backward else \
-                extensions.run_backward(node, grad)  # inside the profiler's, the pool's... wrappers
+            if wrapped:                             # inside the profiler's, the pool's... wrappers
+                input_grads = extensions.call_backward(node, grad)
+            elif node._compute is None:
+                input_grads = node.backward(node, grad)
+            else:                                   # it ran at another precision (autocast: opmath.py)
+                input_grads = node.backward(node, opmath.widen(node, grad))
             if not retain_graph:
                 node._saved = None                  # free what forward saved
             if type(input_grads) is not tuple:
@@ -126,6 +130,7 @@ def run_backward(roots, retain_graph=False, capture=None):
                 previous = g
                 waiting = pending.get(child)
                 pending[child] = g if waiting is None else waiting + g
+            input_grads = waiting = None            # freed now, not after the next node's backward
 
 
 def _bad_count(node, input_grads):
@@ -177,11 +182,12 @@ def _conform(ig, shape, dtype, g, node, i):
     if ig.shape != shape:
         ig = unbroadcast(ig, shape, node, i)
     if ig.dtype != dtype:
-        # a float gradient of the output's dtype is legitimate type promotion (float32 * float64 input);
-        # NumPy 1.x also promotes float32 0-d arrays with Python floats. Cast those back.
-        if ig.dtype.kind == dtype.kind == "f" and (ig.dtype == g.dtype or (
+        # a float gradient of the output's dtype is legitimate type promotion (float32 * float64 input),
+        # and so is one of the dtype the node computed in (autocast: opmath.py); NumPy 1.x also promotes
+        # float32 0-d arrays with Python floats. Cast those back.
+        if ig.dtype.kind == dtype.kind == "f" and (ig.dtype == g.dtype or ig.dtype == node._compute or (
                 LEGACY_PROMOTION and ig.dtype.itemsize > dtype.itemsize)):
-            return ig.astype(dtype)
+            return opmath.convert(node.device.backend, ig, dtype)  # in the device's storage (the pool)
         raise GradientError(f"{node.name}: backward returned a {ig.dtype} gradient for input {i} of "
                             f"dtype {dtype}")
     return ig

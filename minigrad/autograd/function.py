@@ -18,11 +18,11 @@ import numpy as np
 from ..backend.device import get_backend
 from ..backend.layout import empty_in_order, memory_order
 from ..errors import AutogradError, DeviceError, MinigradError, ShapeError, DTypeError, OpIndexError
-from . import extensions, grad_mode
-from .extensions import _saved_hooks, saved_tensors_hooks  # noqa: F401  (re-exported: older import path)
+from . import extensions, mode as _mode, opmath
+from .extensions import saved_tensors_hooks  # noqa: F401  (re-exported: older import path)
 
-_grad = grad_mode._state
-_extensions = extensions.state
+_mode_get = _mode.get
+_process = _mode.process
 Tensor = None  # the Tensor class, handed over by minigrad/tensor.py: see bind_tensor_class
 
 _FLOATING = frozenset("fc")
@@ -42,6 +42,7 @@ def bind_tensor_class(cls):
     """
     global Tensor
     Tensor = cls
+    opmath.Tensor = cls
 
 
 class VersionCounter:
@@ -76,6 +77,28 @@ def _snake(name):
     return re.sub(r"(?<=[a-z0-9])(?=[A-Z][a-z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).lower()
 
 
+def register_prehook(node, hook):
+    """Call ``hook(grad) -> new grad or None`` before ``node`` sends its gradient on (``Tensor.register_hook``
+    on the node's output). Hooks run in registration order; ``retain_grad``'s stays last, so ``.grad`` is
+    the gradient after every hook. Returns a handle whose ``remove()`` unregisters it."""
+    if node._pre_hooks is None:
+        node._pre_hooks = []
+    hooks = node._pre_hooks
+    hooks.insert(len(hooks) - (1 if hooks and getattr(hooks[-1], "retains_grad", False) else 0), hook)
+    return RemovableHandle(hooks, hook)
+
+
+class RemovableHandle:
+    """What registering a hook returns: ``handle.remove()`` takes it off its list again (idempotent)."""
+
+    def __init__(self, hooks, hook):
+        self._hooks, self._hook = hooks, hook
+
+    def remove(self):
+        if self._hook in self._hooks:
+            self._hooks.remove(self._hook)
+
+
 class Function:
     """Base class of ops. Subclasses define static ``forward(ctx, ...)`` and ``backward(ctx, grad)``."""
 
@@ -83,8 +106,9 @@ class Function:
     # per-node defaults, overridden on the instance when used
     _pre_hooks = None   # tensor hooks (register_hook on the output)
     _versions = ()      # (version counter, version at save time, label) per saved input
-    _unpack = None      # saved_tensors_hooks unpack function
-    _non_diff = False
+    _pack_hooks = None  # the (pack, unpack) saved_tensors_hooks in force when the op ran
+    _unpack = None      # how saved arrays are read back: the hooks' unpack, or widening (opmath.py)
+    _compute = None     # the dtype backward computes in when it differs from the output's (opmath.py)
     _saved = ()         # what save_for_backward kept; None once backward freed it
     _next = ()          # one (node, shape, dtype) tuple or None per positional input: see ``next``
     fused = None
@@ -97,16 +121,21 @@ class Function:
 
     # --- ctx API used inside forward/backward ------------------------------------------------------
     def save_for_backward(self, *arrays):
-        """Keep arrays for backward. In-place changes to them before backward are detected."""
-        if _saved_hooks:  # pack arrays only: numbers and None saved alongside pass through untouched
-            pack, self._unpack = _saved_hooks[-1]
-            self._packed = tuple(isinstance(a, self.xp.ndarray) for a in arrays)
+        """Keep arrays (and numbers, None) for backward. In-place changes to them before backward are
+        detected. Under ``saved_tensors_hooks`` each array is packed now and unpacked when read."""
+        hooks = self._pack_hooks
+        if hooks is not None:  # pack arrays only: numbers and None saved alongside pass through untouched
+            pack, self._unpack = hooks
+            array = self.xp.ndarray
+            self._packed = packed = [isinstance(a, array) for a in arrays]
             self._raw = arrays  # apply() takes the version records from these, then drops them
-            arrays = tuple(pack(a) if p else a for a, p in zip(arrays, self._packed))
+            arrays = [pack(a) if p else a for a, p in zip(arrays, packed)]
         self._saved = arrays
 
     @property
     def saved_tensors(self):
+        """What ``save_for_backward`` kept, in order. They are backend *arrays* (NumPy/CuPy), as ``forward``
+        receives arrays (PyTorch's are Tensors): an op's backward is written in array maths too."""
         if self._saved is None:
             raise AutogradError(
                 f"{self.name}: trying to backward through the graph a second time (or to read saved "
@@ -115,6 +144,12 @@ class Function:
         unpack = self._unpack
         return self._saved if unpack is None else tuple(unpack(a) if p else a
                                                         for a, p in zip(self._saved, self._packed))
+
+    @property
+    def raw_saved_tensors(self):
+        """What the node holds for backward, as stored (PyTorch's ``grad_fn._raw_saved_*``): the arrays, or
+        what saved-tensor hooks packed them into (checkpointing's handles); None once backward freed them."""
+        return self._saved
 
     def empty(self, shape, dtype):
         """Uninitialised storage on this op's device, from the memory pool when one is installed.
@@ -129,32 +164,35 @@ class Function:
         channels-last result, so the op's passes read and write memory in order (backend/layout.py)."""
         return empty_in_order(self.device.backend.empty, shape, dtype, memory_order(like))
 
-    def mark_non_differentiable(self):
-        """The output never requires grad (argmax-like results computed through apply)."""
-        self._non_diff = True
-
     def __repr__(self):
         return f"<{type(self).__name__}>"  # PyTorch prints <MulBackward0>: here the node *is* Mul's ctx
 
     # --- apply: the forward pass of the graph ------------------------------------------------------
     @classmethod
-    def apply(cls, *args, **kwargs):
+    def apply(cls, *args, _extended=None, **kwargs):
         """Run the op: tensors in, a Tensor out, and (when grad is needed) a graph node for backward.
 
         Positional arguments are the op's inputs (tensors, or numbers used as operands): each gets an
         edge, and ``backward`` returns one gradient per positional argument. Everything else (dims,
         flags, sizes) is passed by keyword and reaches ``forward`` unchanged.
 
-        This is the plain version. While any forward extension is registered (autocast, graph capture,
-        the profiler, the memory pool, anomaly mode), ``Function.apply`` is swapped for
-        ``_apply_with_extensions``, which runs this one inside them: ops pay nothing for extension points
-        nobody uses. (So call ``Op.apply(...)``; a bound ``f = Op.apply`` kept across such a change would
-        keep the version it was bound to.)
+        One explicit check decides the path: with no wrapper or cast in force for this thread (its own
+        registrations and the process-wide ones: ``autograd/mode.py``), the op runs right here, with the
+        grad mode and saved-tensor hooks in force (``Mode.grad``, ``Mode.pack``); otherwise
+        ``extensions.run_forward`` runs the wrappers, which call back in with ``_extended=(grad mode,
+        saved-tensor hooks, casts)``: an ``extensions.Casts`` makes the op run at another precision
+        (``opmath.py``). Ops never pass ``_extended``.
         """
+        if _extended is None:
+            m = _mode_get()
+            if m.forward or _process.forward:
+                return extensions.run_forward(cls, args, kwargs)
+            enabled, hooks, casts = m.grad, m.pack, None
+        else:
+            enabled, hooks, casts = _extended
         ctx = _new(cls)
         device = None
         track = False       # record this op in the graph?
-        enabled = _grad.enabled
         raw = []            # arguments with tensors unwrapped to their arrays
         needs = []          # needs_input_grad
         edges = []          # per argument: (the input's node, its shape, its dtype), or None
@@ -184,6 +222,10 @@ class Function:
             ctx.fused = be.fused
         ctx.device = device
         ctx.needs_input_grad = tuple(needs)
+        if casts is not None:   # the op runs at another precision: inputs converted here (no Cast op)
+            kept = opmath.convert_inputs(casts, args, raw, be)
+        elif hooks is not None and track:   # saves of an op that is not recorded are never read: not packed
+            ctx._pack_hooks = hooks
         try:
             out = cls.forward(ctx, *raw, **kwargs)
         except MinigradError:
@@ -197,21 +239,32 @@ class Function:
             out = be.asarray(out)
         if LEGACY_PROMOTION and out.dtype.char == "d" and not cls.exact_dtype:
             out = _undo_legacy_promotion(out, raw)
+        computed = out
+        if casts is not None:
+            out = opmath.round_output(casts, out, be)
+        if be.allocator is not None:  # the memory pool: results live in its blocks (backend's storage hook)
+            out = be.adopt(out)
         result = _new(Tensor)  # Tensor._make, inlined: this is the hottest path of the framework
         result.data = out
         result.device = device
         result.grad = None
         result._version_counter = VersionCounter()
-        if track and out.dtype.kind in _FLOATING and not ctx._non_diff:
+        if track and out.dtype.kind in _FLOATING:
             result.requires_grad = True
             result.grad_fn = ctx
             ctx._next = tuple(edges)
             if ctx._saved:
-                ctx._versions = _version_records(ctx, args, raw, out, result)
+                ctx._versions = _version_records(ctx, args, raw, computed, result)
+                if casts is not None:
+                    opmath.store_saved(ctx, casts, kept, computed, out, hooks, be)
+                elif out is not computed or be.allocator is not None:
+                    ctx._saved = _stored(ctx, computed, out, be)
         else:
             result.requires_grad = False
             result.grad_fn = None
         return result
+
+    register_prehook = register_prehook  # ``node.register_prehook(hook)``, as PyTorch's grad_fn has
 
     @property
     def next(self):
@@ -222,23 +275,14 @@ class Function:
         return _edges(self._next)
 
 
-_apply = Function.__dict__["apply"].__func__
-
-
-def _apply_with_extensions(cls, *args, **kwargs):
-    """``Function.apply`` while extensions are registered: the plain apply inside them."""
-    return extensions.run_forward(cls, args, kwargs, _run_plain)
-
-
-def _run_plain(cls, args, kwargs):
-    return _apply(cls, *args, **kwargs)
-
-
-def _install_apply(extended):
-    Function.apply = classmethod(_apply_with_extensions if extended else _apply)
-
-
-extensions.on_forward_change(_install_apply)
+def _stored(ctx, computed, out, be):
+    """Saved arrays as kept: the output's storage where the op saved its output, and everything else in
+    the memory pool when one is installed (activation memory is counted there too; not what
+    saved-tensor hooks packed: that is theirs)."""
+    adopt = be.adopt if be.allocator is not None and ctx._unpack is None else None
+    array_type = be.array_type
+    return tuple(out if s is computed else adopt(s) if adopt is not None and type(s) is array_type else s
+                 for s in ctx._saved)
 
 
 def _edges(raw):
@@ -293,6 +337,8 @@ class AccumulateGrad:
     __slots__ = ("tensor_ref", "_pre_hooks", "__weakref__")
     name = "accumulate_grad"
     _next = next = ()   # a leaf: nothing further back
+
+    register_prehook = register_prehook
 
     def __repr__(self):
         return "<AccumulateGrad>"

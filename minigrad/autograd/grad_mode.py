@@ -1,17 +1,17 @@
-"""Grad modes: whether ops record the graph. Thread-local, as in PyTorch."""
+"""Grad modes: whether ops record the graph. Per thread, as in PyTorch (``mode.py`` holds the state)."""
 import functools
-import threading
 
-
-class _State(threading.local):
-    enabled = True
-
-
-_state = _State()
+from . import mode as _mode
 
 
 def is_grad_enabled():
-    return _state.enabled
+    return _mode.get().grad
+
+
+def _set(enabled):
+    m = _mode.get()
+    if m.grad is not enabled:
+        _mode.set(m.replace(grad=enabled))
 
 
 class _GradMode:
@@ -19,12 +19,12 @@ class _GradMode:
     mode = True
 
     def __enter__(self):
-        self._prev = _state.enabled
-        _state.enabled = self.mode
+        self._prev = _mode.get().grad
+        _set(self.mode)
         return self
 
     def __exit__(self, *exc):
-        _state.enabled = self._prev
+        _set(self._prev)
         return False
 
     def __call__(self, fn):
@@ -48,18 +48,29 @@ class enable_grad(_GradMode):
 class set_grad_enabled(_GradMode):
     def __init__(self, mode):
         self.mode = bool(mode)
-        self._prev = _state.enabled
-        _state.enabled = self.mode  # like PyTorch, also works as a plain function call
+        self._prev = _mode.get().grad
+        _set(self.mode)  # like PyTorch, also works as a plain function call
 
     def __enter__(self):
         return self
 
     def __call__(self, fn):
         mode = self.mode
-        _state.enabled = self._prev
+        _set(self._prev)
 
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
             with set_grad_enabled(mode):
                 return fn(*args, **kwargs)
         return wrapper
+
+
+class _State:
+    """``_state.enabled``, as the thread-local of earlier versions was read; ``is_grad_enabled()`` is the API."""
+
+    @property
+    def enabled(self):
+        return _mode.get().grad
+
+
+_state = _State()

@@ -11,7 +11,8 @@ import os
 import numpy as np
 
 from ..errors import DeviceError
-from . import ArrayBackend, register_backend
+from .array import ArrayBackend
+from .device import register_backend
 
 EMULATE_ENV = "MINIGRAD_EMULATE_CUDA"
 _probe_cache = None

@@ -12,9 +12,8 @@ import os
 
 import numpy as np
 
-import minigrad as mg
-
 from ..errors import ArgumentError
+from ..tensor import Tensor, tensor
 from ..utils.data import Dataset
 from ..utils.data.collate import TensorData
 from ..utils.data.sampler import _np_rng
@@ -68,7 +67,7 @@ class CharWindowDataset(Dataset):
 
     def __getitem__(self, i):
         s = self._start(int(i))
-        return mg.tensor(self.data[s:s + self.block_size]), mg.tensor(self.data[s + 1:s + self.block_size + 1])
+        return tensor(self.data[s:s + self.block_size]), tensor(self.data[s + 1:s + self.block_size + 1])
 
     def _fetch_batch(self, indices):
         if type(self).__getitem__ is not CharWindowDataset.__getitem__:
@@ -130,7 +129,7 @@ class CharCorpus:
 
     def decode(self, ids):
         """The text for a sequence of ids (list, NumPy array or minigrad tensor)."""
-        if isinstance(ids, mg.Tensor):
+        if isinstance(ids, Tensor):
             ids = ids.tolist()
         ids = np.asarray(ids, dtype=np.int64).reshape(-1)
         if ids.size and (ids.min() < 0 or ids.max() >= self.vocab_size):
@@ -158,7 +157,7 @@ class CharCorpus:
                                 f"for block_size={block_size}")
         starts = _np_rng(generator).integers(0, len(data) - block_size, size=batch_size)
         rows = starts[:, None] + np.arange(block_size)
-        return mg.tensor(data[rows]), mg.tensor(data[rows + 1])
+        return tensor(data[rows]), tensor(data[rows + 1])
 
 
 def load_text_corpus(name="devils_dictionary", *, path=None, val_fraction=0.1):

@@ -8,10 +8,6 @@ pokes pending Works from its hooks (``progress``) to keep buckets moving during 
 
 The MPI library is the ``mpich`` wheel (``pip install minigrad[dist]`` brings ``mpiexec``).
 """
-import atexit
-import os
-import sys
-
 import numpy as np
 
 from ..errors import DistributedError
@@ -35,18 +31,10 @@ def mpi():
 
 
 class MPIBackend:
-    def _exit_if_broken(self):
-        """After a timeout, MPI_Finalize would wait forever for the dead peer: leave without it."""
-        if self.group.broken:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(1)
-
     def __init__(self, group, comm=None):
         MPI = mpi()
         self.group = group
         if comm is None:  # the world; a subgroup brings its communicator (new_subgroup)
-            atexit.register(self._exit_if_broken)  # registered after mpi4py's finalizer, so it runs before it
             comm = MPI.COMM_WORLD.Dup()
         self.comm = comm
         self.comm.Set_errhandler(MPI.ERRORS_RETURN)  # failures raise in Python instead of aborting

@@ -194,6 +194,7 @@ def init_process_group(backend="mpi", init_method=None, rank=None, world_size=No
         store.close()
         raise
     _world = group
+    atexit.register(_exit_if_broken)  # while a group lives; after the backend (mpi4py's finalizer): LIFO
 
 
 def _address(init_method):
@@ -248,6 +249,7 @@ def destroy_process_group():
     global _world
     group = _group()
     _world = None
+    atexit.unregister(_exit_if_broken)
     try:
         for sub in group.subgroups.values():
             sub.backend.close()
@@ -327,9 +329,10 @@ def reset_comm_stats():
     world.log.clear()
 
 
-@atexit.register
 def _exit_if_broken():
-    """After a timeout, MPI_Finalize would wait forever for the dead peer: leave without it."""
+    """Registered at exit while a process group lives (``init_process_group`` to ``destroy_process_group``,
+    never by importing minigrad): after a timeout broke the group, MPI_Finalize (or NCCL's teardown) would
+    wait forever for the dead peer, so the process leaves with status 1 without it."""
     if _world is not None and _world.broken:
         sys.stdout.flush()
         sys.stderr.flush()

@@ -64,8 +64,9 @@ def blas_threads(n):
 
 
 def tune_malloc():
-    """See minigrad.backend.host_malloc (the NumPy backend applies it when it starts)."""
-    from minigrad.backend.host_malloc import tune_host_malloc
+    """glibc malloc tuned for many-MB temporaries (minigrad.utils.host_malloc: never done by importing
+    minigrad; the examples ask for it here, for their whole run)."""
+    from minigrad.utils.host_malloc import tune_host_malloc
     return tune_host_malloc()
 
 

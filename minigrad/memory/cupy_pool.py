@@ -14,6 +14,8 @@ would call the current allocator, i.e. ourselves. Like CuPy's own pool this assu
 block may be reused by the next kernel, which is safe because kernels on one stream run in order.
 """
 
+from .history import OpLabelled
+
 _CUDA_ERROR_MEMORY_ALLOCATION = 2   # cudaErrorMemoryAllocation
 
 
@@ -40,13 +42,13 @@ class CupySource:
         pass    # the allocator drops the handle; cupy.cuda.Memory calls cudaFree when it dies
 
 
-class CupyStorage:
+class CupyStorage(OpLabelled):
     """The cuda backend's ``allocator`` while the pool is on: CuPy already allocates through the pool,
     so this only carries the ``current_op`` hook (and adopt stays the identity)."""
 
     def __init__(self, allocator, xp):
+        super().__init__()
         self.allocator = allocator
-        self.current_op = None
         self._xp = xp
 
     def empty(self, shape, dtype):

@@ -6,32 +6,48 @@ plotted (``plot.plot_timeline``).
 
 *Cause.* Each allocation is labelled with the op that made it and the innermost ``label(...)`` in force:
 
-- the op comes from the storage adapter's ``current_op`` attribute, which minigrad's core sets around
+- the op comes from the storage adapter's ``current_op`` attribute, which ``op_labels.py`` sets around
   each op (see ``minigrad.memory``'s docstring for the exact hook);
 - labels come from ``with minigrad.memory.label('forward'):`` blocks, for phases of a training step.
+
+Both are per thread (``contextvars``), like every mode: two threads sharing a pool label their own
+allocations (data-parallel ranks run as threads in the course's simulator).
 
 ``cause`` is the op when there is one, else the label, else ``"unlabelled"``. A free event carries the
 op, label and cause of the allocation it undoes, so a timeline can subtract it from the right band.
 """
+import contextvars
 import time
 from collections import deque
 from contextlib import contextmanager
 
-_labels = []   # stack of label() names, innermost last
+_label = contextvars.ContextVar("minigrad.memory.label", default=None)   # the innermost label() name
 
 
 @contextmanager
 def label(name):
-    """Label every allocation made inside the block (``with label('forward'): ...``)."""
-    _labels.append(str(name))
+    """Label every allocation made inside the block (``with label('forward'): ...``), in this thread."""
+    token = _label.set(str(name))
     try:
         yield
     finally:
-        _labels.pop()
+        _label.reset(token)
 
 
-def current_label():
-    return _labels[-1] if _labels else None
+class OpLabelled:
+    """Base of the storage adapters: ``current_op``, the op whose allocations are being made (set by
+    ``op_labels.py`` around each op), per thread."""
+
+    def __init__(self):
+        self._current_op = contextvars.ContextVar("minigrad.memory.current_op", default=None)
+
+    @property
+    def current_op(self):
+        return self._current_op.get()
+
+    @current_op.setter
+    def current_op(self, op):
+        self._current_op.set(op)
 
 
 class MemoryHistory:
@@ -47,7 +63,7 @@ class MemoryHistory:
         if action == "free":
             lab = self.live_labels.pop(address, None)
         else:
-            lab = _labels[-1] if _labels else None
+            lab = _label.get()
             if action == "alloc":
                 self.live_labels[address] = lab
         self.events.append({

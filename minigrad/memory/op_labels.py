@@ -1,73 +1,50 @@
-"""How the pool sees ops: each allocation is labelled with the op that made it, and what an op returns
-or saves for backward lives in pool blocks, so statistics count every tensor and every activation.
+"""How the pool sees ops: each allocation is labelled with the op that made it.
 
 This plugs into the core's extension points (``minigrad/autograd/extensions.py``) while a pool is on
 anywhere: a forward wrapper around every ``Function.apply`` and a backward wrapper around every node's
-backward. Each looks at the op's device and does nothing when that device has no pool. Ops that write
-into ``ctx.empty(...)`` already get pool storage through the backend hook; the rest is adopted here.
+backward, registered *process-wide* (``process_wide=True``): the pool serves every thread, so every
+thread's ops are labelled, each in its own thread (``current_op`` is per thread). Each looks at the op's
+device and does nothing when that device has no pool. What an op returns or saves for backward reaches
+pool storage through the backend's storage hook (``ArrayBackend.empty``/``adopt``, which ``Function.apply``
+calls), not through these wrappers.
 """
 from ..autograd import extensions
-from ..tensor import Tensor
+from ..backend.device import get_backend
 
-
-def _device_of(args):
-    for a in args:
-        if isinstance(a, Tensor):
-            return a.device
-    return None
+NAME = "memory.op_labels"
 
 
 def label_forward(op, args, kwargs, run):
-    dev = _device_of(args)
-    alloc = None if dev is None or dev.backend is None else dev.backend.allocator
-    if alloc is None:
-        return _into_pool(run())
-    previous, alloc.current_op = alloc.current_op, op.name
+    dev = extensions.device_of(args)
+    storage = None if dev is None else (dev.backend or get_backend(dev)).allocator
+    if storage is None:
+        return run()
+    previous, storage.current_op = storage.current_op, op.name
     try:
-        return _into_pool(run())
+        return run()
     finally:
-        alloc.current_op = previous
+        storage.current_op = previous
 
 
 def label_backward(node, grad, run):
-    alloc = node.device.backend.allocator
-    if alloc is None:
+    storage = node.device.backend.allocator
+    if storage is None:
         return run()
-    previous, alloc.current_op = alloc.current_op, node.name + ".backward"
+    previous, storage.current_op = storage.current_op, node.name + ".backward"
     try:
         return run()
     finally:
-        alloc.current_op = previous
-
-
-def _into_pool(result):
-    """The result (and what its backward will read) must live in pool blocks of the result's device."""
-    alloc = result.device.backend.allocator
-    if alloc is None:
-        return result
-    out = result.data
-    pooled = alloc.adopt(out)
-    ctx = result.grad_fn
-    saved = ctx is not None and ctx._saved
-    if pooled is not out:
-        result.data = pooled
-        if saved:  # an op that saved its output keeps the pooled copy (one array; versions still checked)
-            ctx._saved = tuple(pooled if s is out else s for s in ctx._saved)
-    if saved and ctx._unpack is None:
-        # intermediates saved for backward are activation memory too: keep them in the pool
-        array_type = type(pooled)
-        ctx._saved = tuple(alloc.adopt(a) if type(a) is array_type else a for a in ctx._saved)
-    return result
+        storage.current_op = previous
 
 
 def install():
-    """Called by ``minigrad.memory.enable``: label and adopt from now on (idempotent)."""
-    if label_forward not in extensions.forward_wrappers.callbacks:
-        extensions.forward_wrappers.add(label_forward)
-        extensions.backward_wrappers.add(label_backward)
+    """Called by ``minigrad.memory.enable``: label from now on, in every thread (idempotent)."""
+    if NAME not in extensions.forward_wrappers.names():
+        extensions.forward_wrappers.add(label_forward, NAME, process_wide=True)
+        extensions.backward_wrappers.add(label_backward, NAME, process_wide=True)
 
 
 def uninstall():
     """Called when no device has a pool any more."""
-    extensions.forward_wrappers.remove(label_forward)
-    extensions.backward_wrappers.remove(label_backward)
+    extensions.forward_wrappers.remove(NAME)
+    extensions.backward_wrappers.remove(NAME)

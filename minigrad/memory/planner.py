@@ -25,6 +25,8 @@ import numpy as np
 
 from ..errors import MinigradError
 from .allocator import CachingAllocator, Block, Segment, round_size, pool_of
+from .history import MemoryHistory
+from .pools import enabled, get_allocator
 from .sources import CPUSource
 
 
@@ -69,10 +71,8 @@ def lifetimes_from_events(events):
 
 def record(step, device="cpu"):
     """Run ``step()`` once on a fresh pool with history on; returns a ``Trace``."""
-    from . import enabled, get_allocator                 # the package imports this module
     alloc = CachingAllocator(_source_like(get_allocator(device)), str(device))
     with _no_gc(), enabled(device, allocator=alloc):
-        from .history import MemoryHistory
         alloc.history = MemoryHistory(max_entries=None)
         result = step()
         events = [dict(e) for e in alloc.history.events]
@@ -232,7 +232,6 @@ class PlannedAllocator(CachingAllocator):
 
 def replay(step, lifetimes, plan, device="cpu"):
     """Run ``step()`` with every allocation at its planned offset; returns ``step()``'s result."""
-    from . import enabled, get_allocator
     check_plan(lifetimes, plan)
     alloc = PlannedAllocator(lifetimes, plan, _source_like(get_allocator(device)), str(device))
     with _no_gc(), enabled(device, allocator=alloc):

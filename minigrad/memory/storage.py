@@ -16,12 +16,14 @@ The owner also holds the segment's arena, so the memory stays valid even if the 
 
 ``NumpyStorage`` is what ``minigrad.memory.enable('cpu')`` installs as the cpu backend's ``allocator``:
 ``empty(shape, dtype)`` for factories, ``adopt(array)`` for arrays an op computed (copied into a block
-unless they already view one). Its ``current_op`` attribute is the hook the core sets to label
+unless they already view one). Its ``current_op`` attribute is the hook ``op_labels.py`` sets to label
 allocations (see ``minigrad.memory``).
 """
 import sys
 
 import numpy as np
+
+from .history import OpLabelled
 
 _POOLABLE_KINDS = frozenset("biufc")   # bool, ints, floats, complex: plain bytes, no Python objects
 
@@ -39,12 +41,12 @@ class _BlockOwner:
                 raise
 
 
-class NumpyStorage:
+class NumpyStorage(OpLabelled):
     """The cpu backend's allocator: every tensor's storage is a NumPy array viewing a pool block."""
 
     def __init__(self, allocator):
+        super().__init__()          # current_op: recorded as the cause of allocations (per thread)
         self.allocator = allocator
-        self.current_op = None      # set by the core around each op; recorded as the cause of allocations
         self._dtypes = {}           # dtype -> (array-interface typestr, itemsize); typestr '' if unpoolable
 
     def empty(self, shape, dtype):

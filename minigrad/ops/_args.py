@@ -11,7 +11,7 @@ import numpy as np
 
 from ..backend.device import get_backend
 from ..errors import ArgumentError, DeviceError, OpIndexError, ShapeError
-from ..tensor import Tensor, tensor
+from ..tensor_base import TensorBase as Tensor, tensor  # every Tensor is one (tensor.py imports ops)
 
 NUMBER = (int, float, bool)
 PY_NUMBERS = frozenset((int, float, bool))  # exact types: np.float64 subclasses float but must be unwrapped

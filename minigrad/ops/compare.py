@@ -6,7 +6,7 @@ differentiate them.
 """
 from ..autograd.extensions import outside_apply
 from ..errors import ArgumentError, DTypeError, ShapeError
-from ..tensor import Tensor
+from ..tensor_base import TensorBase as Tensor  # every Tensor is one (tensor.py imports ops)
 from ._args import norm_dims, operand_data, wrap
 
 
@@ -86,3 +86,14 @@ def equal(a, b):
 
 def allclose(a, b, rtol=1e-5, atol=1e-8):
     return bool(a.device.xp.allclose(a.data, b.data, rtol=rtol, atol=atol))
+
+
+class CompareMethods:
+    """Tensor's comparisons, logical operators and tests (no gradient): a mixin of ``Tensor``."""
+    __slots__ = ()
+    __lt__, __le__, __gt__, __ge__, __eq__, __ne__ = lt, le, gt, ge, eq, ne
+    __floordiv__, __mod__ = floor_divide, remainder
+    __invert__, __and__, __or__, __xor__ = logical_not, logical_and, logical_or, logical_xor
+    lt, le, gt, ge, eq, ne = lt, le, gt, ge, eq, ne
+    logical_not, logical_and, logical_or = logical_not, logical_and, logical_or
+    isnan, isinf, isfinite, sign, all, any = isnan, isinf, isfinite, sign, all, any

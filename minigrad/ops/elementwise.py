@@ -11,7 +11,7 @@ from ..autograd.extensions import outside_apply
 from ..autograd.function import Function
 from ..backend import dtypes
 from ..errors import ArgumentError, DTypeError
-from ..tensor import Tensor
+from ..tensor_base import TensorBase as Tensor  # every Tensor is one (tensor.py imports ops)
 from ._args import NUMBER, PY_NUMBERS, as_tensor_like, operand, wrap
 
 
@@ -429,3 +429,25 @@ class Clone(Function):
 
 def clone(a):
     return Clone.apply(a)
+
+
+class ElementwiseMethods:
+    """Tensor's arithmetic operators and elementwise methods: the functions above (``x + y`` is
+    ``add(x, y)``, one call). A mixin of ``Tensor`` (tensor.py), like each op family's."""
+    __slots__ = ()
+    __add__ = __radd__ = add
+    __sub__, __rsub__ = sub, rsub
+    __mul__ = __rmul__ = mul
+    __truediv__, __rtruediv__ = div, rdiv
+    __pow__, __rpow__ = pow, rpow
+    __neg__, __abs__ = neg, abs
+    add, sub, mul, div, divide, true_divide, neg, negative, pow = add, sub, mul, div, div, div, neg, neg, pow
+    exp, log, sqrt, rsqrt, abs, sin, cos, square = exp, log, sqrt, rsqrt, abs, sin, cos, square
+    clamp, clip, maximum, minimum, clone = clamp, clamp, maximum, minimum, clone
+
+    def __pos__(self):
+        return self
+
+    def where(self, condition, other):
+        """``where(condition, self, other)``."""
+        return where(condition, self, other)

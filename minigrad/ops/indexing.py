@@ -10,7 +10,7 @@ import numpy as np
 from ..autograd.extensions import outside_apply
 from ..autograd.function import Function
 from ..errors import DeviceError, DTypeError, OpIndexError, ShapeError
-from ..tensor import Tensor
+from ..tensor_base import TensorBase as Tensor  # every Tensor is one (tensor.py imports ops)
 from ._args import as_tensor_like, dim_of, share_version, wrap
 
 
@@ -215,3 +215,10 @@ def one_hot(t, num_classes=-1):
         raise OpIndexError(f"one_hot: class values must be in [0, {num_classes}), got "
                            f"[{int(t.data.min())}, {int(t.data.max())}]")
     return wrap((t.data[..., None] == xp.arange(num_classes)).astype(np.int64), t.device)
+
+
+class IndexingMethods:
+    """Tensor's indexing (``x[i]``, ``gather``, ``masked_fill``): a mixin of ``Tensor``."""
+    __slots__ = ()
+    __getitem__ = getitem
+    gather, masked_fill = gather, masked_fill

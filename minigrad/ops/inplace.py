@@ -12,14 +12,14 @@ from ..autograd import grad_mode
 from ..backend import dtypes
 from ..errors import AutogradError, DeviceError, DTypeError, OpIndexError, ShapeError
 from ..random import host_rng
-from ..tensor import Tensor
+from ..tensor_base import TensorBase as Tensor  # every Tensor is one (tensor.py imports ops)
 from ._args import NUMBER, as_tensor_like, operand, operand_data
-from .elementwise import cast, clone
-from .indexing import SetItem, convert_index
+from .elementwise import add, cast, clamp, clone, div, mul, pow, sub
+from .indexing import SetItem, convert_index, masked_fill
 from .shape import expand
 from .transfer import move_array, to_device
 
-_grad = grad_mode._state
+_grad_enabled = grad_mode.is_grad_enabled
 _INPLACE_UFUNCS = {"add": "add", "sub": "subtract", "mul": "multiply", "div": "divide"}
 
 
@@ -30,7 +30,7 @@ def bump(t):
 
 
 def _check_inplace(t, op):
-    if t.requires_grad and t.grad_fn is None and _grad.enabled:
+    if t.requires_grad and t.grad_fn is None and _grad_enabled():
         raise AutogradError(f"{op}: a leaf tensor that requires grad is used in an in-place operation "
                             f"(do it under mg.no_grad(), or work on a clone)")
 
@@ -85,7 +85,7 @@ def inplace(t, fn, *args):
     """Run ``fn(t, *args)`` and write the result into ``t`` (``add_``, ``mul_``, ``clamp_``...)."""
     op = fn.__name__ + "_"
     _check_inplace(t, op)
-    tracking = _grad.enabled and (t.requires_grad or any(isinstance(x, Tensor) and x.requires_grad
+    tracking = _grad_enabled() and (t.requires_grad or any(isinstance(x, Tensor) and x.requires_grad
                                                          for x in args))
     if tracking:
         snap = _snapshot(t)
@@ -126,7 +126,7 @@ def setitem_(t, index, value):
     idx = convert_index(index, t)
     if isinstance(value, Tensor) and value.device != t.device:
         raise DeviceError(f"setitem: value on {value.device} for a tensor on {t.device}")
-    if _grad.enabled and (t.requires_grad or (isinstance(value, Tensor) and value.requires_grad)):
+    if _grad_enabled() and (t.requires_grad or (isinstance(value, Tensor) and value.requires_grad)):
         v = value if isinstance(value, Tensor) else operand(value, t)
         if isinstance(v, Tensor) and v.data.dtype != t.data.dtype:
             v = cast(v, t.dtype)  # the gradient is cast back to the value's dtype
@@ -144,7 +144,7 @@ def copy_(t, src):
     _check_inplace(t, "copy_")
     if not isinstance(src, Tensor):
         src = as_tensor_like(src, t)
-    if _grad.enabled and src.requires_grad:
+    if _grad_enabled() and src.requires_grad:
         moved = cast(src if src.device == t.device else to_device(src, t.device), t.dtype)
         return _rebase(t, expand(moved, *t.shape) + 0 if moved.shape != t.shape else clone(moved), "copy_")
     data = src.data if src.device == t.device else move_array(src.data, src.device, t.device)
@@ -157,3 +157,42 @@ def random_fill_(t, kind, a, b, generator):
     rng = host_rng(generator)
     host = rng.uniform(a, b, t.shape) if kind == "uniform" else rng.normal(a, b, t.shape)
     return _write(t, ..., t.device.backend.asarray(host.astype(t.data.dtype)), kind + "_")
+
+
+class InplaceMethods:
+    """Tensor's in-place methods (``x.add_(y)``, ``x += y``, ``x[i] = v``): a mixin of ``Tensor``."""
+    __slots__ = ()
+    __setitem__, copy_, fill_ = setitem_, copy_, fill_
+
+    def add_(self, other, alpha=1):
+        return inplace(self, add, other if alpha == 1 else other * alpha)
+
+    def sub_(self, other, alpha=1):
+        return inplace(self, sub, other if alpha == 1 else other * alpha)
+
+    def mul_(self, other):
+        return inplace(self, mul, other)
+
+    def div_(self, other):
+        return inplace(self, div, other)
+
+    def pow_(self, other):
+        return inplace(self, pow, other)
+
+    def clamp_(self, min=None, max=None):
+        return inplace(self, clamp, min, max)
+
+    clip_ = clamp_
+    __iadd__, __isub__, __imul__, __itruediv__ = add_, sub_, mul_, div_
+
+    def masked_fill_(self, mask, value):
+        return inplace(self, masked_fill, mask, value)
+
+    def zero_(self):
+        return fill_(self, 0)
+
+    def uniform_(self, a=0.0, b=1.0, generator=None):
+        return random_fill_(self, "uniform", a, b, generator)
+
+    def normal_(self, mean=0.0, std=1.0, generator=None):
+        return random_fill_(self, "normal", mean, std, generator)

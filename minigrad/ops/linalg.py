@@ -3,7 +3,7 @@ import numpy as np  # shape arithmetic only
 
 from ..autograd.function import Function
 from ..errors import ShapeError
-from ..tensor import Tensor
+from ..tensor_base import TensorBase as Tensor  # every Tensor is one (tensor.py imports ops)
 from ._args import as_tensor_like
 from ..backend import gemm
 
@@ -85,3 +85,13 @@ def mm(a, b):
 def bmm(a, b):
     _check_ndim("bmm", a, b, 3)
     return matmul(a, b)
+
+
+class LinalgMethods:
+    """Tensor's matrix products (``x @ w``): a mixin of ``Tensor``."""
+    __slots__ = ()
+    __matmul__ = matmul
+    matmul, mm, bmm = matmul, mm, bmm
+
+    def __rmatmul__(self, other):
+        return matmul(as_tensor_like(other, self), self)

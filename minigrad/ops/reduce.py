@@ -12,7 +12,7 @@ from ..autograd.extensions import outside_apply
 from ..autograd.function import Function
 from ..backend import dtypes
 from ..errors import ArgumentError, DTypeError, ShapeError
-from ..tensor import Tensor
+from ..tensor_base import TensorBase as Tensor  # every Tensor is one (tensor.py imports ops)
 from ._args import dim_arg, norm_dim, norm_dims, wrap
 from .elementwise import abs, cast, maximum, minimum, pow, sqrt
 from .indexing import open_grid
@@ -316,3 +316,10 @@ def norm(a, p=2, dim=None, keepdim=False):
     if p == 1:
         return sum(abs(a), dim, keepdim)
     return pow(sum(pow(abs(a), p), dim, keepdim), 1.0 / p)
+
+
+class ReduceMethods:
+    """Tensor's reductions (``x.sum(dim=1)``): a mixin of ``Tensor``."""
+    __slots__ = ()
+    sum, mean, var, std, prod, cumsum, norm, logsumexp = sum, mean, var, std, prod, cumsum, norm, logsumexp
+    max, min, amax, amin, argmax, argmin = max, min, amax, amin, argmax, argmin

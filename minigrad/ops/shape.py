@@ -10,8 +10,9 @@ from ..autograd.extensions import outside_apply
 from ..autograd.function import Function
 from ..backend import dtypes
 from ..errors import ArgumentError, AutogradError, OpIndexError, ShapeError
-from ..tensor import Tensor
+from ..tensor_base import TensorBase as Tensor  # every Tensor is one (tensor.py imports ops)
 from ._args import dim_arg, dim_of, norm_dim, norm_dims, share_version, wrap
+from .elementwise import clone
 from .indexing import getitem
 
 
@@ -399,3 +400,30 @@ class Flip(Function):
 def flip(a, dims):
     dims = norm_dims(tuple(dims) if isinstance(dims, (list, tuple)) else (dims,), a.ndim, "flip")
     return Flip.apply(a, dims=dims)
+
+
+class ShapeMethods:
+    """Tensor's views and shape changes (``x.reshape(...)``, ``x.T``), ``contiguous`` and ``stride``: a mixin
+    of ``Tensor``."""
+    __slots__ = ()
+    reshape, view, transpose, swapaxes, permute, t = reshape, view, transpose, transpose, permute, t
+    expand, expand_as, broadcast_to, squeeze, unsqueeze = expand, expand_as, broadcast_to, squeeze, unsqueeze
+    flatten, unflatten, split, chunk, narrow = flatten, unflatten, split, chunk, narrow
+    repeat, tril, triu, flip = repeat, tril, triu, flip
+
+    @property
+    def T(self):
+        return permute(self, *reversed(range(self.ndim))) if self.ndim > 1 else self
+
+    @property
+    def mT(self):
+        return transpose(self, -2, -1)
+
+    def contiguous(self):
+        """C-order (row-major) memory: ``self`` if it is already, else a differentiable copy."""
+        return self if self.data.flags.c_contiguous else clone(self)
+
+    def stride(self, dim=None):
+        """Strides in elements (PyTorch's convention; NumPy's ``.data.strides`` are in bytes)."""
+        strides = tuple(s // self.data.itemsize for s in self.data.strides)
+        return strides if dim is None else strides[norm_dim(dim, self.ndim, "stride")]

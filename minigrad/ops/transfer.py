@@ -6,7 +6,10 @@ so that ``Function.apply`` wraps the result there (its graph node then belongs t
 gradient arrives). Copies go through the host, so any two backends can exchange tensors.
 """
 from ..autograd.function import Function
-from ..backend.device import device as _device, get_backend
+from ..backend import dtypes
+from ..backend.device import CPU, device as _device, get_backend
+from ..tensor_base import TensorBase
+from .elementwise import cast, clone
 
 
 def move_array(array, src, dst):
@@ -35,3 +38,67 @@ def to_device(a, dev):
     dev = _device(dev)
     get_backend(dev)  # raises a clear error here if the device is unavailable
     return ToDevice.apply(a, dst=dev)
+
+
+class TransferMethods:
+    """Tensor's ``to`` (device and dtype) and its shortcuts (``cuda()``, ``half()``...): a mixin of ``Tensor``."""
+    __slots__ = ()
+
+    def to(self, *args, **kwargs):
+        """``to(dtype)``, ``to(device)``, ``to(device, dtype)``, ``to(other_tensor)``; differentiable."""
+        dtype = kwargs.pop("dtype", None)
+        dev = kwargs.pop("device", None)
+        kwargs.pop("non_blocking", None)
+        copy = kwargs.pop("copy", False)
+        if kwargs:
+            raise TypeError(f"to(): unexpected arguments {sorted(kwargs)}")
+        for a in args:
+            if isinstance(a, TensorBase):
+                dtype, dev = a.dtype, a.device
+            elif isinstance(a, (str, type(CPU))) and not (isinstance(a, str) and a in dtypes._BY_NAME):
+                dev = a
+            else:
+                dtype = a
+        out = self
+        if dev is not None:
+            dev = _device(dev)
+            if dev != out.device:
+                out = to_device(out, dev)
+        if dtype is not None:
+            dt = dtypes.to_dtype(dtype)
+            if dt.np_dtype != out.data.dtype:
+                out = cast(out, dt)
+        if copy and out is self:
+            out = clone(self)
+        return out
+
+    def cpu(self):
+        return self.to("cpu")
+
+    def cuda(self, device=None):
+        return self.to("cuda" if device is None else _device("cuda", device) if isinstance(device, int)
+                       else device)
+
+    def type(self, dtype=None):
+        return self.dtype if dtype is None else self.to(dtype)
+
+    def float(self):
+        return self.to(dtypes.float32)
+
+    def double(self):
+        return self.to(dtypes.float64)
+
+    def half(self):
+        return self.to(dtypes.float16)
+
+    def long(self):
+        return self.to(dtypes.int64)
+
+    def int(self):
+        return self.to(dtypes.int32)
+
+    def bool(self):
+        return self.to(dtypes.bool_)
+
+    def type_as(self, other):
+        return self.to(other.dtype)

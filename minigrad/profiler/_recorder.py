@@ -2,9 +2,12 @@
 open ranges, pool byte counters and CUDA events. Used by ``profiler.profile``; split out so that file reads
 as the user-facing API.
 
-While a recorder is installed it is ``_recorder.active``; with none, the profiler costs nothing: its
-wrappers are not registered, ``record_function`` checks one global, and the DataLoader one list.
+A recorder records the thread that started it (its wrappers are registered for that thread only, and it
+is that thread's ``active()`` one), or every thread with ``all_threads=True`` (registered process-wide).
+With none installed the profiler costs nothing: its wrappers are not registered, ``record_function``
+reads one context variable, and the DataLoader checks its (empty) registry.
 """
+import contextvars
 import os
 import threading
 import traceback
@@ -16,7 +19,13 @@ from ..tensor import Tensor
 from ..utils.data import dataloader as _dataloader
 from .events import EventList, FunctionEvent
 
-active = None  # the installed _Recorder, or None
+_active = contextvars.ContextVar("minigrad.profiler", default=None)  # this thread's recorder
+_everywhere = []     # the recorder installed for every thread (profile(all_threads=True)), if any
+
+
+def active():
+    """The recorder recording this thread's ops, or None."""
+    return _active.get() or (_everywhere[0] if _everywhere else None)
 _MINIGRAD_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -60,8 +69,9 @@ def _timer_for(device):
 
 
 class _Recorder:
-    def __init__(self, record_shapes=False, profile_memory=False, with_stack=False):
+    def __init__(self, record_shapes=False, profile_memory=False, with_stack=False, all_threads=False):
         self.record_shapes, self.profile_memory, self.with_stack = record_shapes, profile_memory, with_stack
+        self.all_threads = all_threads
         self.events = []
         self.local = threading.local()
         self.threads = {}    # threading ident -> (small id, thread name)
@@ -127,11 +137,7 @@ class _Recorder:
 
     # --- the wrappers ---------------------------------------------------------------------------------
     def forward(self, op, args, kwargs, run):
-        device = None
-        for a in args:
-            if isinstance(a, Tensor):
-                device = a.device
-                break
+        device = extensions.device_of(args)
         shapes = [list(a.shape) if isinstance(a, Tensor) else [] for a in args] if self.record_shapes else None
         ev = self.begin(op.name, "cpu_op", device, shapes)
         try:
@@ -156,23 +162,26 @@ class _Recorder:
 
     # --- life cycle -------------------------------------------------------------------------------------
     def install(self):
-        global active
-        if active is not None:
+        if active() is not None:
             raise RuntimeError("profiler: another profile is already recording (profiles do not nest)")
-        active = self
-        extensions.forward_wrappers.add(self.forward, outermost=True)    # times include the pool's work
-        extensions.backward_wrappers.add(self.backward, outermost=True)
-        _dataloader.batch_wrappers.append(self.next_batch)
+        if self.all_threads:
+            _everywhere.append(self)
+        else:
+            self._token = _active.set(self)
+        scope = dict(process_wide=self.all_threads)
+        self._handles = (  # outermost: its times include the other wrappers' work (the pool's)
+            extensions.forward_wrappers.add(self.forward, "profiler", outermost=True, **scope),
+            extensions.backward_wrappers.add(self.backward, "profiler", outermost=True, **scope),
+            _dataloader.batch_wrappers.add(self.next_batch, "profiler", **scope))
 
     def uninstall(self):
         """Stop recording, wait for the GPU once, read the CUDA events; returns the events."""
-        global active
-        extensions.forward_wrappers.remove(self.forward)
-        extensions.backward_wrappers.remove(self.backward)
-        if self.next_batch in _dataloader.batch_wrappers:
-            _dataloader.batch_wrappers.remove(self.next_batch)
-        if active is self:
-            active = None
+        for handle in self._handles:
+            handle.remove()
+        if self.all_threads:
+            _everywhere.remove(self)
+        else:
+            _active.set(None)
         self.end_ns = perf_counter_ns()
         for timer in self.timers.values():
             if timer is not None:

@@ -8,7 +8,9 @@ Deliberate differences from ``torch.profiler``: a backward event is named ``<op>
 (``matmul.backward``, the label the memory pool gives the blocks it allocates) rather than
 ``MmBackward0``; memory is counted through minigrad's pool, so ``profile_memory=True`` switches the pool
 on for cpu for the profile's duration when it is off (enable it yourself on cuda); ``activities`` is
-accepted and ignored (ops on any device are recorded; device times come with CUDA events on a GPU).
+accepted and ignored (ops on any device are recorded; device times come with CUDA events on a GPU); a
+profile records the thread that started it unless ``all_threads=True`` (PyTorch's records every thread):
+mode state is per thread in minigrad, and a profile is a mode.
 """
 import enum
 import functools
@@ -68,14 +70,18 @@ class profile:
     - ``with_stack``: keep the Python call stack of each event (outside minigrad) in ``event.stack``;
     - ``schedule``/``on_trace_ready``: with a schedule, call ``prof.step()`` once per training step; the
       steps the schedule marks are recorded (each inside a ``ProfilerStep#N`` range) and
-      ``on_trace_ready(prof)`` is called at the end of each active window.
+      ``on_trace_ready(prof)`` is called at the end of each active window;
+    - ``all_threads``: record every thread's ops, each on its own track (PyTorch's profiler does); by
+      default only the thread that started the profile is recorded, so a profile in one thread does
+      not see (or time) another thread's work.
 
     Results: ``prof.events()``, ``prof.key_averages()``, ``prof.export_chrome_trace(path)``.
     """
 
     def __init__(self, *, activities=None, schedule=None, on_trace_ready=None, record_shapes=False,
-                 profile_memory=False, with_stack=False):
+                 profile_memory=False, with_stack=False, all_threads=False):
         self.activities = activities
+        self.all_threads = bool(all_threads)
         self.schedule, self.on_trace_ready = schedule, on_trace_ready
         self.record_shapes, self.profile_memory, self.with_stack = record_shapes, profile_memory, with_stack
         self.step_num = 0
@@ -133,7 +139,8 @@ class profile:
 
     # --- recording windows ------------------------------------------------------------------------------
     def _begin(self):
-        self._recorder = _recorder._Recorder(self.record_shapes, self.profile_memory, self.with_stack)
+        self._recorder = _recorder._Recorder(self.record_shapes, self.profile_memory, self.with_stack,
+                                             self.all_threads)
         self._recorder.install()
         self._begin_step_range()
 
@@ -174,14 +181,14 @@ class profile:
 
 class record_function:
     """A named user range: ``with record_function("data"):`` or ``@record_function("step")``. Costs one
-    global check when no profile is recording."""
+    context-variable read when no profile is recording this thread."""
 
     def __init__(self, name):
         self.name = name
         self._event = None
 
     def __enter__(self):
-        rec = _recorder.active
+        rec = _recorder.active()
         if rec is not None:
             self._event = (rec, rec.begin(self.name, "user_annotation"))
         return self

@@ -156,18 +156,20 @@ def test_float64_and_integer_tensors_are_not_cast():
         assert mg.arange(6).sum().dtype == mg.int64
 
 
-def test_weight_cast_cache_casts_a_parameter_once_per_region_and_sees_in_place_changes():
+def test_weight_cast_cache_casts_a_parameter_once_per_region_and_sees_in_place_changes(monkeypatch):
+    from minigrad.amp import autocast_mode
     lin = nn.Linear(4, 4)
-    casts = collections.Counter()  # casts of each parameter
+    casts = collections.Counter()  # conversions of each parameter's own array
+    convert = autocast_mode.convert
 
-    def spy(op, args, kwargs, run):
-        if op.name == "cast":
-            for name, p in (("weight", lin.weight), ("bias", lin.bias)):
-                casts[name] += args[0] is p
-        return run()
+    def spy(be, array, dtype):
+        for name, p in (("weight", lin.weight), ("bias", lin.bias)):
+            casts[name] += array is p.data
+        return convert(be, array, dtype)
 
+    monkeypatch.setattr(autocast_mode, "convert", spy)
     x = mg.randn(2, 4)
-    with extensions.forward_wrappers.added(spy), mg.autocast(device_type="cpu"):
+    with mg.autocast(device_type="cpu"):
         y1 = lin(x)
         y2 = lin(x)
         assert casts == {"weight": 1, "bias": 1}
@@ -175,18 +177,22 @@ def test_weight_cast_cache_casts_a_parameter_once_per_region_and_sees_in_place_c
             lin.weight.mul_(2.0)                   # a new version: the cached cast is stale
         y3 = lin(x)
         assert casts == {"weight": 2, "bias": 1}
-    with extensions.forward_wrappers.added(spy), mg.autocast(device_type="cpu"):
+    with mg.autocast(device_type="cpu"):
         lin(x)                                     # a new region casts again
     assert casts == {"weight": 3, "bias": 2}
+    # one graph node per op: linear's edges lead straight to the float32 parameters (no Cast nodes)
+    edges = y1.grad_fn.next
+    assert y1.grad_fn.name == "linear" and y1.dtype == F16
+    assert edges[1].node is lin.weight._accumulator() and edges[1].dtype == np.float32
     y1, y2, y3, b = (t.detach().numpy().astype(np.float32) for t in (y1, y2, y3, lin.bias))
     np.testing.assert_array_equal(y1, y2)
     np.testing.assert_allclose(y3, 2 * y1 - b, rtol=2e-2, atol=2e-2)
 
 
 def test_backward_runs_each_op_in_its_forward_dtype_and_params_get_float32_grads():
-    """Each node's backward receives its gradient in the dtype its forward computed in; tensors between ops
-    and saved arrays are float16 for LOWER (and following elementwise) ops, float32 for FLOAT32 ops. On NumPy
-    devices float16 ops compute in float32 on float16 storage (amp/_numpy_opmath.py)."""
+    """Each op is one graph node (no Cast nodes); it receives its gradient in its output's dtype; tensors
+    between ops and saved arrays are float16 for LOWER (and following elementwise) ops, float32 for FLOAT32
+    ops. On NumPy devices float16 ops compute in float32 on float16 storage (autograd/opmath.py)."""
     model = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.LayerNorm(8), nn.Linear(8, 3))
     x, t = mg.randn(5, 6), mg.tensor([0, 1, 2, 1, 0])
     between, computed = {}, {}
@@ -220,7 +226,8 @@ def test_backward_runs_each_op_in_its_forward_dtype_and_params_get_float32_grads
     assert between["linear"] == {F16} and between["relu"] == {F16} and between["layer_norm"] == {F32}
     assert saved["linear"] == {np.dtype(np.float16)} and saved["layer_norm"] == {np.dtype(np.float32)}
     checked = [(n.name, g, computed[n]) for n, g in received if n in computed]
-    assert {name for name, _, _ in checked} >= {"linear", "relu", "layer_norm", "cross_entropy", "cast"}
+    assert {name for name, _, _ in checked} == {"linear", "relu", "layer_norm", "cross_entropy"}
+    assert {n.name for n, _ in received} == {"linear", "relu", "layer_norm", "cross_entropy"}  # no casts
     assert all(g == c for _, g, c in checked), [c for c in checked if c[1] != c[2]]
     assert h.grad.dtype == F16
     assert all(p.grad.dtype == F32 for p in model.parameters())
@@ -289,8 +296,8 @@ def test_user_saved_tensor_hooks_compose_with_autocast_and_saved_outputs_are_sto
         np.testing.assert_array_equal(a, b)
     with mg.autocast(device_type="cpu"):
         y = model[1](model[0](x))                  # tanh saves its output
-    tanh = y.grad_fn.next[0].node                 # y is the rounded (Cast) output of the tanh node
-    assert tanh.name == "tanh"
+    tanh = y.grad_fn                              # y is the tanh node's (rounded) output: one node
+    assert tanh.name == "tanh" and y.dtype == F16
     saved = [a for a in tanh._saved if hasattr(a, "dtype")]
     assert saved and all(a.dtype == np.float16 for a in saved)
     assert any(a is y.data for a in saved)         # the output itself, not a second float16 copy

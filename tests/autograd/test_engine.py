@@ -638,6 +638,30 @@ def test_detect_anomaly_decorator():
     assert not mg.autograd.is_anomaly_enabled()
 
 
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_detect_anomaly_without_nan_checks_stays_on_and_names_the_forward_call_of_a_failing_backward():
+    class Broken(mg.autograd.Function):
+        @staticmethod
+        def forward(ctx, a):
+            return a * 2
+
+        @staticmethod
+        def backward(ctx, grad):
+            raise RuntimeError("broken backward")
+
+    x = leaf([-1.0, 2.0])
+    with mg.autograd.detect_anomaly(check_nan=False):
+        assert mg.autograd.is_anomaly_enabled()          # check_nan=False keeps anomaly mode on (PyTorch's)
+        assert np.isnan(host(x.log())[0])                # ... without the NaN checks
+        y = Broken.apply(x)                              # the forward call the note points at
+        with pytest.raises(RuntimeError, match="broken backward") as info:
+            y.sum().backward()
+    assert not mg.autograd.is_anomaly_enabled()
+    notes = "".join(getattr(info.value, "__notes__", []))
+    if hasattr(info.value, "add_note"):                  # Python >= 3.11
+        assert "the forward call of broken" in notes and "y = Broken.apply(x)" in notes
+
+
 def test_errors_are_minigrad_errors():
     for cls in (AnomalyError, AutogradError, GradientError, InplaceModificationError):
         assert issubclass(cls, MinigradError) and issubclass(cls, RuntimeError)

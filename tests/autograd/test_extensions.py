@@ -1,6 +1,7 @@
 """The core's extension points: what each registry sees, the order wrappers nest in, and that nothing is
 left registered (so the hot path is back to one flag check)."""
 import collections
+import threading
 
 import numpy as np
 import pytest
@@ -56,19 +57,68 @@ def test_wrappers_nest_in_registration_order_first_outermost():
     assert order == ["outer>", "inner>", "<inner", "<outer"]
 
 
-def test_input_cast_changes_what_forward_receives_and_gradients_flow_back_through_the_cast():
-    def to_float16(op, args, kwargs):
-        if op.name == "mul":
-            args = tuple(a.half() if isinstance(a, mg.Tensor) else a for a in args)
-        return args, kwargs
+def test_input_cast_runs_the_op_at_another_precision_in_one_node_and_gradients_come_back_in_each_dtype():
+    def half_muls(op, args, kwargs):
+        return extensions.Casts(np.float16, compute=np.float32) if op.name == "mul" else None
 
     x = mg.tensor([1.0, 2.0], requires_grad=True)
-    with extensions.input_casts.added(to_float16):
+    with extensions.input_casts.added(half_muls):
         y = x * 3.0
-    assert y.dtype == mg.float16                 # mul ran on the cast input
+        z = x + 1.0                              # not cast: runs as it is
+    assert y.dtype == mg.float16 and z.dtype == mg.float32
+    assert y.grad_fn.name == "mul" and y.grad_fn.next[0].node is x._accumulator()   # no Cast node
+    assert y.grad_fn.next[0].dtype == np.float32
     y.sum().backward()
-    assert x.grad.dtype == mg.float32            # the cast's backward brought the gradient back
+    assert x.grad.dtype == mg.float32            # the gradient comes back in the input's dtype
     np.testing.assert_array_equal(x.grad.numpy(), [3.0, 3.0])
+
+
+def test_registrations_have_names_duplicates_are_refused_and_order_is_defined():
+    calls = []
+
+    def make(tag):
+        def wrap(op, args, kwargs, run):
+            calls.append(tag)
+            return run()
+        return wrap
+
+    a, b, c = make("a"), make("b"), make("c")
+    with extensions.forward_wrappers.added(a, "first"), extensions.forward_wrappers.added(b, "second"):
+        with pytest.raises(ValueError, match="'first' is already registered"):
+            extensions.forward_wrappers.add(c, "first")
+        with extensions.forward_wrappers.added(c, "profiler-like", outermost=True):
+            assert extensions.forward_wrappers.names() == ["profiler-like", "first", "second"]
+            mg.ones(1) * 2
+    assert calls == ["c", "a", "b"]
+    h1, h2 = extensions.forward_wrappers.add(a), extensions.forward_wrappers.add(a)   # names by default
+    assert extensions.forward_wrappers.names() == [a.__qualname__, a.__qualname__ + "#2"] == [h1.name, h2.name]
+    h1.remove()
+    h2.remove()
+
+
+def test_a_registration_belongs_to_its_thread_unless_process_wide():
+    seen = collections.defaultdict(list)
+
+    def spy(tag):
+        def wrap(op, args, kwargs, run):
+            seen[tag].append(threading.current_thread().name)
+            return run()
+        return wrap
+
+    def other_thread():
+        mg.ones(1) * 2
+
+    with extensions.forward_wrappers.added(spy("mine"), "mine"):
+        h = extensions.forward_wrappers.add(spy("everyone"), "everyone", process_wide=True)
+        try:
+            t = threading.Thread(target=other_thread, name="other")
+            t.start()
+            t.join()
+            mg.ones(1) * 2
+        finally:
+            h.remove()
+    assert seen["mine"] == ["MainThread"]
+    assert sorted(seen["everyone"]) == ["MainThread", "other"]
 
 
 def test_backward_wrapper_sees_each_node_and_its_gradients():

@@ -16,8 +16,6 @@ COURSE = LECTURES + sorted((ROOT / "solutions").glob("*.ipynb")) + sorted((ROOT 
 # print when the call ends a cell.
 SETTERS = {"seterr", "enable", "disable", "manual_seed", "seed", "set_printoptions", "set_memory_limit",
            "record_memory_history", "set_grad_enabled", "empty_cache", "filterwarnings"}
-# lectures owned by other branches that fix their own stray outputs (issue 23); non-strict, so the fix passes
-FIXED_ELSEWHERE = {"05_mixed_precision.ipynb", "08_graphs_and_fusion.ipynb"}
 
 
 def _id(path):
@@ -78,8 +76,7 @@ def test_stray_setter_detection():
     assert stray_setter("_ = np.seterr(all='ignore')") is None and stray_setter("print(1)") is None
 
 
-@pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.xfail(reason="fixed on the branch that owns it"))
-                                  if p.name in FIXED_ELSEWHERE else p for p in COURSE], ids=_id)
+@pytest.mark.parametrize("path", COURSE, ids=_id)
 def test_no_stray_output(path):
     nb = nbformat.read(path, as_version=4)
     stray = [(cell.id, name) for cell in nb.cells if cell.cell_type == "code"

@@ -153,9 +153,9 @@ def test_oom_on_the_gpu_raises_minigrads_error_through_cupy(cupy):
 
 def test_enable_cuda_installs_hook_and_adapter(cupy, monkeypatch):
     backend = types.SimpleNamespace(allocator=None, xp=cupy)
-    monkeypatch.setattr(mem, "get_backend", lambda dev: backend)
+    monkeypatch.setattr(mem.pools, "get_backend", lambda dev: backend)
     alloc = CachingAllocator(cupy_pool.CupySource(0), "cuda:0")
-    monkeypatch.setitem(mem._ALLOCATORS, "cuda:0", alloc)
+    monkeypatch.setitem(mem.pools._ALLOCATORS, "cuda:0", alloc)
     mem.enable("cuda:0")
     storage = backend.allocator
     assert isinstance(storage, cupy_pool.CupyStorage) and cupy_pool.is_installed()

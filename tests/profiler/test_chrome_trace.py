@@ -47,7 +47,7 @@ def test_a_training_step_exports_nested_tracks(tmp_path):
         with record_function("side thread"):
             mg.randn(3).exp()
 
-    with profile(record_shapes=True, profile_memory=True) as prof:
+    with profile(record_shapes=True, profile_memory=True, all_threads=True) as prof:
         for (xb,) in loader:
             with record_function("forward"):
                 loss = model(xb).sum()

@@ -17,7 +17,8 @@ def _nbytes(n):
 
 
 def _rounded(n):
-    return 512 if n < 512 else -(-n // 512) * 512
+    """A request rounded as the pool rounds it: up to a multiple of the block alignment, at least one."""
+    return ALIGN if n < ALIGN else -(-n // ALIGN) * ALIGN
 
 
 def _pool(size):

@@ -174,7 +174,7 @@ class FullyShardedDataParallel(Module):
         if self.forward_prefetch and root._recorded:
             self._prefetch(self._neighbour(+1))
         if self._reshard and self._unit is not None and is_grad_enabled():
-            with saved_tensors_hooks(self._pack, self._unpack):
+            with saved_tensors_hooks(self._pack_saved, self._unpack_saved):
                 out = self.module(*args, **kwargs)
         else:
             out = self.module(*args, **kwargs)
@@ -185,7 +185,7 @@ class FullyShardedDataParallel(Module):
                 t.register_hook(self._pre_backward_hook)
         return out
 
-    def _pack(self, a):
+    def _pack_saved(self, a):
         full = self._unit.full
         if full is None or a.size == 0 or any(s < 0 for s in a.strides):
             return a
@@ -195,7 +195,7 @@ class FullyShardedDataParallel(Module):
             return a
         return _Slot(start - base, a.shape, a.strides, a.dtype)
 
-    def _unpack(self, x):
+    def _unpack_saved(self, x):
         if not isinstance(x, _Slot):
             return x
         full = self._unit.full

@@ -311,3 +311,9 @@ def dropout(input, p=0.5, training=True, inplace=False, generator=None):
     if not training or p == 0.0:
         return input
     return Dropout.apply(input, p=p, generator=generator)
+
+
+class ActivationMethods:
+    """Tensor's activation methods (``x.relu()``, ``x.softmax(-1)``): a mixin of ``Tensor``."""
+    __slots__ = ()
+    relu, sigmoid, tanh, gelu, silu, softmax, log_softmax = relu, sigmoid, tanh, gelu, silu, softmax, log_softmax

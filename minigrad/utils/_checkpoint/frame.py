@@ -11,19 +11,24 @@ node).
 Inputs are themselves packed with the hooks in force around the call: a checkpoint nested in another
 keeps its inputs as handles of the outer one, so the outer region's activations are not pinned.
 
-A forward wrapper (``extensions.forward_wrappers``) is registered while any frame runs. It numbers the
-ops of the region, notes each ``Generator`` it sees before its first use, and applies a selective
-policy: a kept op runs normally in the forward and its output is remembered; during the recomputation
-it is replayed, not run. Its saves that are its inputs stay handles (the ops before it recompute them);
-any other (its output, a mask) is kept as it is.
+Random numbers: the frame notes the state of the default generator when it starts, and of every other
+``Generator`` before its first draw in the region (``random.watch_generators``), and restores them for
+the recomputation.
+
+A selective policy needs a forward wrapper (``extensions.forward_wrappers``, this thread, while a frame
+with a policy runs): it numbers the ops of the region; a kept op runs normally in the forward and its
+output is remembered; during the recomputation it is replayed, not run. Its saves that are its inputs
+stay handles (the ops before it recompute them); any other (its output, a mask) is kept as it is.
+Without a policy nothing is registered but the saved-tensor hooks: a frame costs the same whatever the
+number of segments it is one of.
 """
 import contextlib
-import weakref
+import contextvars
 
 from ...autograd import extensions, grad_mode
 from ...backend import get_backend
 from ...errors import AutogradError, InplaceModificationError
-from ...random import Generator, default_generator
+from ...random import default_generator, watch_generators
 from ...tensor import Tensor
 from . import selective
 
@@ -32,21 +37,22 @@ class RecomputationError(AutogradError):
     """The recomputation of a checkpointed region did not reproduce its forward."""
 
 
-_active = []        # frames whose forward or recomputation is running, innermost last
-_wrapper = [None]   # the handle of the registered forward wrapper while _active is non-empty
+_active = contextvars.ContextVar("minigrad.checkpoint.frames", default=())  # this thread's, innermost last
 
 
 class _Handle:
     """What an op's ctx holds instead of a saved array: the frame and the save's position in it."""
-    __slots__ = ("frame", "index", "__weakref__")
+    __slots__ = ("frame", "index")
 
     def __init__(self, frame, index):
         self.frame, self.index = frame, index
+        frame.wanted.add(index)
 
     def __del__(self):  # the node was freed (or never recorded): its recomputed array is not needed
-        recomputed = self.frame.recomputed
-        if recomputed:
-            recomputed.pop(self.index, None)
+        frame = self.frame
+        frame.wanted.discard(self.index)
+        if frame.recomputed:
+            frame.recomputed.pop(self.index, None)
 
 
 class _Kept:
@@ -62,9 +68,9 @@ class _Input:
     __slots__ = ("packed", "unpack", "requires_grad", "device", "vc", "version")
 
     def __init__(self, t):
-        hooks = extensions._saved_hooks
-        if hooks:
-            pack, self.unpack = hooks[-1]
+        hooks = extensions.current_saved_tensors_hooks()
+        if hooks is not None:
+            pack, self.unpack = hooks
             self.packed = pack(t.data)
         else:
             self.packed, self.unpack = t.data, None
@@ -86,12 +92,12 @@ class Frame:
         self.fn, self.kwargs = fn, kwargs
         self.recompute_ctx = recompute_ctx or contextlib.nullcontext()
         self.args = [_Input(a) if isinstance(a, Tensor) else a for a in args]
-        self.device = next((a.device for a in args if isinstance(a, Tensor)), None)
+        self.device = extensions.device_of(args)
         self.preserve_rng = preserve_rng_state
         self.rng = {default_generator: default_generator.get_state()} if preserve_rng_state else {}
         self.policy, self.allow_mutation = policy, allow_mutation
         self.meta = []          # (shape, dtype) of each save replaced by a handle, in order
-        self.handles = weakref.WeakValueDictionary()   # index -> live handle
+        self.wanted = set()     # indices of the live handles (a save a node will still read)
         self.kept = {}          # op number -> (output array, requires_grad, device, vc, version, op name)
         self.recomputed = {}    # index -> recomputed array, until its handle unpacks it
         self.recomputing = False
@@ -102,14 +108,19 @@ class Frame:
 
     # --- the forward ------------------------------------------------------------------------------
     def run_forward(self, args):
-        with _running(self), extensions.saved_tensors_hooks(self.pack, self.unpack):
+        watch = watch_generators(self.note_generator) if self.preserve_rng else contextlib.nullcontext()
+        with _running(self), watch, extensions.saved_tensors_hooks(self.pack, self.unpack):
             return self.fn(*args, **self.kwargs)
+
+    def note_generator(self, g):
+        if g not in self.rng:
+            self.rng[g] = g.get_state()     # before its first use inside the region
 
     def pack(self, array):
         if self.recomputing:                # a save of the recomputation: keep it if a handle wants it
             i = self.saves
             self.saves += 1
-            if i in self.handles:
+            if i in self.wanted:
                 self.recomputed[i] = self._check_meta(i, array)
             return None
         if self.keeping is not None:       # inside an op the policy keeps (its output is remembered)
@@ -121,7 +132,6 @@ class Frame:
                 return _Kept(array)         # its output or an intermediate (a mask): kept as it is
         handle = _Handle(self, len(self.meta))
         self.meta.append((array.shape, array.dtype))
-        self.handles[handle.index] = handle
         return handle
 
     def unpack(self, packed):
@@ -202,15 +212,11 @@ class Frame:
                 return run()
             for index, pos in self.kept_inputs.get(n, ()):   # its saved inputs, as recomputed now
                 self.saves += 1
-                if index in self.handles:
+                if index in self.wanted:
                     self.recomputed[index] = args[pos].data
             t = Tensor._make(kept[0], kept[2], kept[1])   # replayed, not run (a wrapper may skip run)
             t._version_counter = kept[3]
             return t
-        if self.preserve_rng:
-            for a in (*args, *kwargs.values()):
-                if isinstance(a, Generator) and a not in self.rng:
-                    self.rng[a] = a.get_state()     # before its first use inside the region
         if self.policy is None or not selective.decide(self.policy, op, args, kwargs):
             return run()
         outer = self.keeping
@@ -224,25 +230,28 @@ class Frame:
 
 
 def _region_wrapper(op, args, kwargs, run):
-    return _active[-1].on_op(op, args, kwargs, run) if _active else run()
+    frames = _active.get()
+    return frames[-1].on_op(op, args, kwargs, run) if frames else run()
 
 
 class _running:
-    """Push a frame for the duration of a pass; the forward wrapper exists while any frame runs."""
+    """Push a frame (this thread's) for the duration of a pass; a frame with a selective policy needs the
+    forward wrapper, registered for this thread while such a frame runs."""
 
     def __init__(self, frame):
         self.frame = frame
 
     def __enter__(self):
-        if not _active:
-            _wrapper[0] = extensions.forward_wrappers.add(_region_wrapper)
-        _active.append(self.frame)
+        frames = _active.get()
+        self.token = _active.set(frames + (self.frame,))
+        self.handle = None
+        if self.frame.policy is not None and not any(f.policy is not None for f in frames):
+            self.handle = extensions.forward_wrappers.add(_region_wrapper, "checkpoint")
 
     def __exit__(self, *exc):
-        _active.pop()
-        if not _active:
-            _wrapper[0].remove()
-            _wrapper[0] = None
+        _active.reset(self.token)
+        if self.handle is not None:
+            self.handle.remove()
         return False
 
 

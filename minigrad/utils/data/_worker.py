@@ -21,9 +21,8 @@ import traceback
 
 import numpy as np
 
-import minigrad as mg
-
-from ...errors import MinigradError
+from ...errors import WorkerError
+from ...random import manual_seed
 from .collate import (collate_arrays, convert_arrays, default_collate, default_convert, from_transport,
                       to_transport)
 
@@ -32,14 +31,6 @@ __all__ = ["WorkerInfo", "get_worker_info", "WorkerError", "ExceptionWrapper"]
 _WORKER_POLL_S = 1.0  # how often an idle worker checks that its parent is still alive
 
 _worker_info = None
-
-
-try:
-    from ...errors import WorkerError  # once the error moves to minigrad/errors.py
-except ImportError:
-    class WorkerError(MinigradError, RuntimeError):
-        """A DataLoader worker failed: it died, timed out, or raised an exception whose type cannot be
-        rebuilt in the main process. The message carries the worker's traceback."""
 
 
 class WorkerInfo:
@@ -177,9 +168,7 @@ def seed_worker(seed):
     """Seed Python's, NumPy's global and minigrad's RNGs (distinct per worker: base seed + worker id)."""
     random.seed(seed)
     np.random.seed(seed % 2**32)
-    manual_seed = getattr(mg, "manual_seed", None)
-    if manual_seed is not None:
-        manual_seed(seed)
+    manual_seed(seed)
 
 
 def _dumps(epoch, idx, payload, where):

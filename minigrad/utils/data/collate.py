@@ -17,7 +17,8 @@ import collections.abc
 
 import numpy as np
 
-import minigrad as mg
+from ...ops import stack
+from ...tensor import Tensor, tensor
 
 from ...errors import DTypeError, ShapeError
 
@@ -83,10 +84,10 @@ def collate_arrays(batch):
     if len(batch) == 0:
         raise ShapeError("default_collate: cannot collate an empty batch")
     elem = batch[0]
-    if isinstance(elem, mg.Tensor):
+    if isinstance(elem, Tensor):
         arrays = [_tensor_on_host(t) for t in batch]
         if any(a is None for a in arrays) or any(t.requires_grad for t in batch):
-            return mg.stack(list(batch), 0)  # device tensors / autograd: the core's stack
+            return stack(list(batch), 0)  # device tensors / autograd: the core's stack
         return TensorData(_stack(arrays, "tensors"))
     if isinstance(elem, TensorData):
         return TensorData(_stack([b.array for b in batch], "tensors"))
@@ -126,7 +127,7 @@ def collate_arrays(batch):
 
 def convert_arrays(data):
     """``default_convert`` with ``TensorData`` markers: NumPy arrays (and NumPy scalars) will become tensors."""
-    if isinstance(data, mg.Tensor):
+    if isinstance(data, Tensor):
         host = _tensor_on_host(data)
         return data if host is None or data.requires_grad else TensorData(host)
     if isinstance(data, np.ndarray):
@@ -147,7 +148,7 @@ def convert_arrays(data):
 
 
 def _as_tensor(array):
-    return mg.tensor(array)  # keeps the array's dtype
+    return tensor(array)  # keeps the array's dtype
 
 
 def from_transport(obj):
@@ -168,7 +169,7 @@ def from_transport(obj):
 def to_transport(obj):
     """Replace every cpu minigrad tensor in a (nested) batch by a ``TensorData`` marker, so it can be pickled
     to the main process as a plain NumPy array."""
-    if isinstance(obj, mg.Tensor):
+    if isinstance(obj, Tensor):
         host = _tensor_on_host(obj)
         return TensorData(host if host is not None else obj.detach().cpu().numpy())
     if isinstance(obj, (str, bytes, np.ndarray, TensorData)) or obj is None:

@@ -22,6 +22,7 @@ import sys
 import time
 import weakref
 
+from ...autograd.extensions import Registry
 from ...errors import ArgumentError
 from ._worker import ExceptionWrapper, WorkerDone, WorkerError, make_fetcher, worker_loop
 from .collate import default_collate, default_convert, from_transport
@@ -33,9 +34,10 @@ __all__ = ["DataLoader"]
 _POLL_S = 0.5           # how often the main process checks that its workers are alive while it waits
 _JOIN_TIMEOUT_S = 2.0   # how long shutdown waits for workers to finish their batch before terminating them
 
-# Around every wait for a batch: fn(iterator, run) -> batch, where run() fetches it. Empty unless a
+# Around every wait for a batch: fn(iterator, run) -> batch, where run() fetches it; named and ordered
+# like the core's extension points (the same Registry: per thread unless process-wide). Empty unless a
 # profile is recording (minigrad.profiler shows data-loading waits as their own events).
-batch_wrappers = []
+batch_wrappers = Registry("batch_wrappers")
 
 
 class _InfiniteConstantSampler(Sampler):
@@ -213,7 +215,7 @@ class _BaseIter:
 
     def _wrapped_next(self):
         run = self._next_data
-        for wrap in reversed(batch_wrappers):
+        for wrap in reversed(batch_wrappers.current()):
             run = functools.partial(wrap, self, run)
         return run()
 

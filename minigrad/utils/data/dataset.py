@@ -13,9 +13,8 @@ import warnings
 
 import numpy as np
 
-import minigrad as mg
-
 from ...errors import ArgumentError, ShapeError
+from ...tensor import Tensor, tensor
 from .collate import TensorData
 from .sampler import _np_rng
 
@@ -47,7 +46,7 @@ class IterableDataset(Dataset):
 
 
 def _as_tensor(x):
-    return x if isinstance(x, mg.Tensor) else mg.tensor(x)
+    return x if isinstance(x, Tensor) else tensor(x)
 
 
 class TensorDataset(Dataset):

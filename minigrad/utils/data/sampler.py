@@ -6,26 +6,19 @@ the same order; without one they draw from minigrad's global generator (seeded b
 """
 import numpy as np
 
-import minigrad as mg
-
 from ...errors import ArgumentError
+from ...random import default_generator
+from ...tensor import Tensor
 
 __all__ = ["Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler", "WeightedRandomSampler",
            "BatchSampler"]
-
-
-def _global_generator():
-    """minigrad's default generator (what ``mg.manual_seed`` seeds)."""
-    return getattr(mg, "default_generator", None)
 
 
 def _np_rng(generator=None):
     """The ``numpy.random.Generator`` to draw from: the given ``mg.Generator``'s, a NumPy Generator as is,
     or minigrad's global generator's."""
     if generator is None:
-        generator = _global_generator()
-        if generator is None:  # no global generator in the core: follow NumPy's global seed
-            return np.random.default_rng(np.random.randint(0, 2**31 - 1))
+        generator = default_generator    # what ``mg.manual_seed`` seeds
     if isinstance(generator, np.random.Generator):
         return generator
     rng = getattr(generator, "np", None)
@@ -116,7 +109,7 @@ class WeightedRandomSampler(Sampler):
     """``num_samples`` indices drawn with probabilities proportional to ``weights``."""
 
     def __init__(self, weights, num_samples, replacement=True, generator=None):
-        if isinstance(weights, mg.Tensor):
+        if isinstance(weights, Tensor):
             weights = weights.numpy()
         w = np.asarray(weights, dtype=np.float64)
         if w.ndim != 1 or np.any(w < 0) or not np.all(np.isfinite(w)) or w.sum() <= 0:
