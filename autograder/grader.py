@@ -173,6 +173,117 @@ def _cells_for(a: Assignment, part: Part, sub_cells: dict[str, str], ref, bad_ce
     return cells
 
 
+def _run_group(a, part, sub_cells, ref, bad_cells, jobs, inputs, stubs, preload, limits, opts, notes,
+               cell_errors, rejected) -> str:
+    """Run `jobs` (pending ones) in children whose minigrad leaves out `stubs`; fills in their outcomes."""
+    status = "ok"
+    remaining = [j for j in jobs if j.outcome == "pending"]
+    restarts = 0
+    while remaining:
+        cells = _cells_for(a, part, sub_cells, ref, bad_cells)
+        run = sandbox.run_child(
+            spec_file=a.spec_file, spec_module=a.module_name, cells=cells,
+            jobs=[{"k": j.k, "observe": j.test.observe.__name__, "params": j.case.params,
+                   "label": j.case.label} for j in remaining],
+            inputs={k: v for k, v in inputs.items() if int(k.split("/")[0]) in {j.k for j in remaining}},
+            limits=limits, keep=opts.keep_sandbox, spec_extra=[str(p) for p in a.spec_paths()[1:]],
+            stubs=stubs, preload=preload)
+        if not run.sandbox or not run.sandbox.get("ok"):
+            why = (run.sandbox or {}).get("error") or f"the child did not start ({run.describe_exit()}): " \
+                                                      f"{run.stderr_tail[-500:]}"
+            for j in remaining:
+                j.outcome, j.message = "internal", f"grader error: the sandbox could not be set up ({why})"
+            return "error"
+        # the per-cell report: errors in this part's own cells explain failures below
+        if run.cells:
+            for c in run.cells:
+                err = c.get("error", {})
+                if c.get("role") in ("graded", "integrity") and not c.get("ok") and err.get("type") in REJECTED:
+                    msg = _rejection(err, c["id"] if c.get("role") == "graded" else "")
+                    if msg not in rejected:
+                        rejected.append(msg)
+                elif c.get("role") == "graded" and not c.get("ok"):
+                    msg = _student_error_message(err, f" in cell '{c['id']}'")
+                    if all(m != msg for _, m in cell_errors):
+                        cell_errors.append((c["id"], msg))
+                if c.get("role") in ("preamble", "reference") and not c.get("ok"):
+                    notes.append(f"grader error: {c['role']} cell {c['id']} failed: {err.get('message', '')}")
+                    status = worst(status, "error")
+        unfinished = [i for i in run.cell_started if i not in run.cell_done]
+        if unfinished:
+            cell = cells[unfinished[0]]
+            what = run.describe_exit()
+            if cell["role"] == "dependency" and restarts < opts.max_restarts:
+                bad_cells.add(cell["id"])
+                notes.append(f"cell '{cell['id']}' stopped the grader ({what}); later parts run without it")
+                restarts += 1
+                continue
+            kind = "timeout" if run.timed_out else "crash"
+            msg = f"while running cell '{cell['id']}', {what}."
+            for j in remaining:
+                j.outcome, j.message = kind, msg
+            return worst(status, "timeout" if run.timed_out else "crashed")
+        for j in remaining:
+            st = run.status.get(j.k)
+            if st is not None:
+                if st.get("ok") and j.k in run.observations:
+                    j.outcome, j.obs = "ok", run.observations[j.k]
+                elif st.get("ok"):
+                    j.outcome = "error"
+                    j.message = ("the results of this case could not be read: "
+                                 + run.observation_errors.get(j.k, "no observations were written"))
+                else:
+                    j.outcome = "error"
+                    err = st.get("error") or {}
+                    if err.get("type") in REJECTED:
+                        msg = _rejection(err)
+                        if msg not in rejected:
+                            rejected.append(msg)
+                    j.message = _student_error_message(err)
+            elif j.k in run.started:
+                j.outcome = "timeout" if run.timed_out else "crash"
+                j.message = f"while running this case, {run.describe_exit()}."
+                status = worst(status, "timeout" if run.timed_out else "crashed")
+        remaining = [j for j in remaining if j.outcome == "pending"]
+        if not remaining or run.done:
+            for j in remaining:
+                j.outcome, j.message = "error", "no result was reported for this case"
+            break
+        if run.timed_out:
+            for j in remaining:
+                j.outcome, j.message = "notrun", "not run: the part used up its time limit on an earlier case"
+            break
+        restarts += 1
+        if restarts > opts.max_restarts:
+            for j in remaining:
+                j.outcome, j.message = "notrun", "not run: the process kept dying on earlier cases"
+            break
+    return status
+
+
+#: errors that mean "this part used what it must not, or patched the grader": the part scores 0
+REJECTED = {"StudentWrittenError", "IntegrityError", "MeasurementError"}
+
+
+def _rejection(err: dict, cell: str = "") -> str:
+    """The message for a part that reached a stub or patched the grader (the static scan's words)."""
+    where = _where(err.get("traceback", "")) or (f"cell '{cell}'" if cell else "your code")
+    msg = err.get("message", "")
+    if err.get("type") == "StudentWrittenError":
+        name = msg.split("`")[1] if msg.count("`") >= 2 else "a stubbed name"
+        return (f"{where} uses `{name}` (reached at run time), which this assignment asks you to write "
+                f"yourself: the part scores 0")
+    return f"{where}: {msg}; the part scores 0"
+
+
+def _where(tb: str) -> str:
+    """'cell 'a3-adamw' line 12' from a child traceback: the last frame in a student's cell."""
+    found = ""
+    for m in re.finditer(r'File "<cell ([^>]+)>", line (\d+)', tb):
+        found = f"cell '{m.group(1)}' line {m.group(2)}"
+    return found
+
+
 def grade_part(a: Assignment, part: Part, sub_cells: dict[str, str], opts: GradeOptions,
                bad_cells: set[str], ref) -> tuple[list[TestResult], str, list[str]]:
     """Returns (test results, status, notes)."""
@@ -204,82 +315,19 @@ def grade_part(a: Assignment, part: Part, sub_cells: dict[str, str], opts: Grade
         for j in jobs:
             j.outcome, j.message = "forbidden", forbidden
     cell_errors: list[tuple[str, str]] = []  # (cell id, message) of graded cells that raised
+    rejected: list[str] = []                 # a stub reached, the grader patched: the part scores 0
     limits = sandbox.Limits(timeout_s=opts.timeout or part.timeout or a.timeout,
                             memory_mb=opts.memory_mb or a.memory_mb)
-    remaining = [j for j in jobs if j.outcome == "pending"]
-    restarts = 0
-    while remaining:
-        cells = _cells_for(a, part, sub_cells, ref, bad_cells)
-        run = sandbox.run_child(
-            spec_file=a.spec_file, spec_module=a.module_name, cells=cells,
-            jobs=[{"k": j.k, "observe": j.test.observe.__name__, "params": j.case.params,
-                   "label": j.case.label} for j in remaining],
-            inputs={k: v for k, v in inputs.items() if int(k.split("/")[0]) in {j.k for j in remaining}},
-            limits=limits, keep=opts.keep_sandbox, spec_extra=[str(p) for p in a.spec_paths()[1:]])
-        if not run.sandbox or not run.sandbox.get("ok"):
-            why = (run.sandbox or {}).get("error") or f"the child did not start ({run.describe_exit()}): " \
-                                                      f"{run.stderr_tail[-500:]}"
-            for j in remaining:
-                j.outcome, j.message = "internal", f"grader error: the sandbox could not be set up ({why})"
-            status = "error"
-            break
-        # the per-cell report: errors in this part's own cells explain failures below
-        if run.cells:
-            for c in run.cells:
-                if c.get("role") == "graded" and not c.get("ok"):
-                    msg = _student_error_message(c.get("error", {}), f" in cell '{c['id']}'")
-                    if all(m != msg for _, m in cell_errors):
-                        cell_errors.append((c["id"], msg))
-                if c.get("role") in ("preamble", "reference") and not c.get("ok"):
-                    notes.append(f"grader error: {c['role']} cell {c['id']} failed: "
-                                 f"{c.get('error', {}).get('message', '')}")
-                    status = worst(status, "error")
-        unfinished = [i for i in run.cell_started if i not in run.cell_done]
-        if unfinished:
-            cell = cells[unfinished[0]]
-            what = run.describe_exit()
-            if cell["role"] == "dependency" and restarts < opts.max_restarts:
-                bad_cells.add(cell["id"])
-                notes.append(f"cell '{cell['id']}' stopped the grader ({what}); later parts run without it")
-                restarts += 1
-                continue
-            kind = "timeout" if run.timed_out else "crash"
-            msg = f"while running cell '{cell['id']}', {what}."
-            for j in remaining:
-                j.outcome, j.message = kind, msg
-            status = worst(status, "timeout" if run.timed_out else "crashed")
-            break
-        for j in remaining:
-            st = run.status.get(j.k)
-            if st is not None:
-                if st.get("ok") and j.k in run.observations:
-                    j.outcome, j.obs = "ok", run.observations[j.k]
-                elif st.get("ok"):
-                    j.outcome = "error"
-                    j.message = ("the results of this case could not be read: "
-                                 + run.observation_errors.get(j.k, "no observations were written"))
-                else:
-                    j.outcome = "error"
-                    j.message = _student_error_message(st.get("error") or {})
-            elif j.k in run.started:
-                j.outcome = "timeout" if run.timed_out else "crash"
-                j.message = f"while running this case, {run.describe_exit()}."
-                status = worst(status, "timeout" if run.timed_out else "crashed")
-        remaining = [j for j in remaining if j.outcome == "pending"]
-        if not remaining or run.done:
-            for j in remaining:
-                j.outcome, j.message = "error", "no result was reported for this case"
-            break
-        if run.timed_out:
-            for j in remaining:
-                j.outcome, j.message = "notrun", "not run: the part used up its time limit on an earlier case"
-            break
-        restarts += 1
-        if restarts > opts.max_restarts:
-            for j in remaining:
-                j.outcome, j.message = "notrun", "not run: the process kept dying on earlier cases"
-            break
-
+    groups: dict[tuple[str, ...], list[_Job]] = {}
+    for j in jobs:                           # one child per set of stubs (most parts have one)
+        groups.setdefault(tuple(sorted({*part.stubs, *j.test.stubs})), []).append(j)
+    preload = a.child_imports()
+    for stubs, group in groups.items():
+        st = _run_group(a, part, sub_cells, ref, bad_cells, group, inputs, list(stubs), preload, limits, opts,
+                        notes, cell_errors, rejected)
+        status = worst(status, st)
+    if rejected and not forbidden:
+        forbidden = rejected[0]
     # ---- verdicts, here in the parent --------------------------------------------------------------
     art_dir = Path(opts.artifacts_dir) if opts.artifacts_dir else None
     results = []
@@ -317,8 +365,8 @@ def grade_part(a: Assignment, part: Part, sub_cells: dict[str, str], opts: Grade
                 msg += f"\n({len(fails)} of {n} cases failed)"
         else:
             msg = f"passed ({n} case{'s' if n != 1 else ''})"
-        if forbidden:
-            msg = forbidden        # the same words for every test of the part: the report says them once
+        if forbidden:              # the same words for every test of the part: the report says them once
+            msg, score, passed = forbidden, 0.0, 0
         arts = [p for _, v in verdicts for p in v.artifacts]
         results.append(TestResult(part.id, t.name, float(t.points), round(float(score), 4), msg,
                                   t.visibility, arts, n, passed))

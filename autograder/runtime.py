@@ -11,7 +11,7 @@ from pathlib import Path
 
 from .spec import PACKAGE_DIR
 
-CHILD_FILES = ["spec.py", "verdicts.py", "_child.py", "_landlock.py"]   # what spec modules may import
+CHILD_FILES = ["spec.py", "verdicts.py", "_child.py", "_landlock.py", "_guard.py"]   # the harness, what specs import
 
 
 _templates: dict[str, Path] = {}

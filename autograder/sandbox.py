@@ -121,12 +121,13 @@ def load_observation(path: Path, max_bytes: int) -> dict:
 
 def run_child(*, spec_file: str, spec_module: str, cells: list[dict], jobs: list[dict],
               inputs: dict[str, object], limits: Limits, keep: str | Path | None = None,
-              spec_extra: list[str] | None = None) -> ChildRun:
+              spec_extra: list[str] | None = None, stubs: list[str] = (), preload: list[str] = ()) -> ChildRun:
     """Run `cells` then observe every job in one sandboxed child; return what it wrote.
 
     `jobs`: [{"k": int, "observe": function name, "params": {...}, "label": str}];
     `inputs`: {"<k>/<name>": array}. With `keep`, the sandbox folder is copied there (debugging).
-    `spec_extra`: the spec's private sibling packages, copied next to it.
+    `spec_extra`: the spec's private sibling packages, copied next to it. `stubs`: the names of minigrad
+    the child's copy leaves out (autograder/stubs.py). `preload`: modules imported before student code.
 
     One child at a time per process: the clean-up treats every process re-parented to this one while
     the child ran as the child's (batch grading runs one grader process per submission).
@@ -140,6 +141,9 @@ def run_child(*, spec_file: str, spec_module: str, cells: list[dict], jobs: list
     try:
         runtime, work, out = box / "runtime", box / "work", box / "out"
         shutil.copytree(template, runtime)
+        if stubs:
+            from .stubs import apply
+            apply(runtime / "minigrad", stubs)
         (work / "tmp").mkdir(parents=True)
         out.mkdir()
         np.savez(runtime / "inputs.npz", **inputs)
@@ -167,6 +171,7 @@ def run_child(*, spec_file: str, spec_module: str, cells: list[dict], jobs: list
                          if caps.landlock_abi else None),
             "cells": cells,
             "jobs": jobs,
+            "preload": list(preload),
         }
         (runtime / "job.json").write_text(json.dumps(job))
         if caps.sandbox_user:

@@ -100,6 +100,8 @@ class Test:
     partial: bool = False
     visibility: str = "visible"                 # Gradescope: visible, hidden, after_due_date, after_published
     description: str = ""
+    stubs: list[str] = field(default_factory=list)   # more of minigrad left out of this test's child than the
+    #   part's (its tests run in a child of their own): what only this test's student code could misuse
 
     def public_cases(self) -> list[Case]:
         return [c if isinstance(c, Case) else Case(dict(c)) for c in self.cases]
@@ -115,6 +117,15 @@ class Part:
     names: list[str] = field(default_factory=list)   # what the part defines (for messages)
     objective: str = ""
     timeout: float | None = None                       # seconds; default Assignment.timeout
+    stubs: list[str] = field(default_factory=list)    # minigrad's own versions of what this part asks students
+    #   to write: in this part's child they are stubs that raise (autograder/stubs.py), whatever the route
+
+    def stub_groups(self) -> list[tuple[tuple[str, ...], list["Test"]]]:
+        """The part's tests grouped by the stubs of their child (one child per group, in test order)."""
+        groups: dict[tuple[str, ...], list[Test]] = {}
+        for t in self.tests:
+            groups.setdefault(tuple(sorted({*self.stubs, *t.stubs})), []).append(t)
+        return list(groups.items())
 
     @property
     def points(self) -> float:
@@ -132,8 +143,9 @@ class Assignment:
     preamble: str = "import numpy as np\n"   # run in the child before any cell (imports the cells assume)
     timeout: float = 10.0          # wall-clock seconds per part (one child process per part)
     memory_mb: int = 2048          # address-space limit of the child
-    run_student_dependencies: bool = True   # also run the student's cells of earlier parts (guarded),
-    #                                         so their helpers exist; the reference then overrides them
+    run_student_dependencies: bool = False  # also run the student's cells of earlier parts (guarded) when
+    #   a reference exists. Off: a later part runs on the reference alone, so nothing a student's earlier cell
+    #   planted (a patch, a hook) is live while it is graded. Without a reference they always run.
     forbidden: list[str] = field(default_factory=list)   # dotted names a graded cell may not use: its
     #   part scores 0 (e.g. "minigrad.ops" when students rewrite minigrad's ops). Checked on the cell's syntax
     #   tree (autograder/forbidden.py): imports and attribute uses, not comments or the student's own names.
@@ -153,6 +165,21 @@ class Assignment:
         private = [d for d in sorted(spec.parent.glob(prefix + "*"))
                    if d.is_dir() and (d / "__init__.py").is_file()]
         return [spec, *private]
+
+    def child_imports(self) -> list[str]:
+        """The minigrad modules the spec's child-side code imports (at its top or inside functions): the child
+        imports them before any student code, so the integrity guard watches them from the start."""
+        import ast
+        spec = Path(self.spec_file)
+        files = sorted(spec.rglob("*.py")) if spec.is_dir() else [spec]
+        out: list[str] = []
+        for f in files:
+            for node in ast.walk(ast.parse(f.read_text())):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                    [node.module, *(f"{node.module}.{a.name}" for a in node.names)] \
+                    if isinstance(node, ast.ImportFrom) and node.module and not node.level else []
+                out += [n for n in names if n.split(".")[0] == "minigrad" and n not in out]
+        return out
 
     @property
     def max_score(self) -> float:

@@ -113,24 +113,21 @@ def _adamw_hint(got, args):
 
 def observe_adamw_memory(ns, case):
     """Peak bytes allocated (tracemalloc counts every NumPy array, minigrad's pool segments included) while
-    the optimizer is built and steps, above what existed before: state and temporaries."""
-    import gc, tracemalloc  # noqa: E401
+    the optimizer is built and steps, above what existed before: state and temporaries. The grader's meter
+    fails the case if the student's code stopped, restarted or reset the measurement."""
+    import gc
     import minigrad as mg
+    from autograder._guard import meter
     p = case.params
     params = [mg.tensor(case[f"p{i}"].copy(), requires_grad=True) for i in range(len(p["shapes"]))]
     for i, param in enumerate(params):
         param.grad = mg.tensor(case[f"g{i}"][0].copy())
     gc.collect()
-    tracemalloc.start()
-    try:
-        base = tracemalloc.get_traced_memory()[0]
+    with meter() as m:
         opt = ns.AdamW(params, lr=1e-3, weight_decay=1e-2)
         for _ in range(p["steps"]):
             opt.step()
-        peak = tracemalloc.get_traced_memory()[1] - base
-    finally:
-        tracemalloc.stop()
-    return {"peak": np.array(peak, dtype=np.int64),
+    return {"peak": np.array(m.peak, dtype=np.int64),
             "nbytes": np.array([param.data.nbytes for param in params], dtype=np.int64)}
 
 
@@ -401,7 +398,7 @@ ASSIGNMENT = Assignment(
     forbidden=["minigrad.optim.Adam", "minigrad.optim.AdamW", "minigrad.optim.adam", "minigrad.optim.adam_update",
                "minigrad.optim.lr_scheduler", "minigrad.nn.utils", "torch"],
     parts=[
-        Part("part1", "AdamW", cells=["a3-adamw"], names=["AdamW"], tests=[
+        Part("part1", "AdamW", cells=["a3-adamw"], names=["AdamW"], stubs=["minigrad.optim.adam"], tests=[
             Test("first step", 2, observe_adamw, verdict_adamw, inputs_adamw, cases=[
                 _c(_adam(0, [(3, 4)], 1), "one step, a (3, 4) parameter")]),
             Test("closed-form trajectory", 5, observe_adamw, verdict_adamw, inputs_adamw, partial=True, cases=[
@@ -417,7 +414,8 @@ ASSIGNMENT = Assignment(
             Test("optimizer memory", 4, observe_adamw_memory, verdict_adamw_memory, inputs_adamw, cases=[
                 _c(_adam(7, [(256, 256), (256,), (128, 256)], 3), "3 steps, 768 KiB of parameters")]),
         ]),
-        Part("part2", "Warmup + cosine", cells=["a3-schedule"], names=["lr_at", "WarmupCosine"], tests=[
+        Part("part2", "Warmup + cosine", cells=["a3-schedule"], names=["lr_at", "WarmupCosine"],
+             stubs=["minigrad.optim.lr_scheduler"], tests=[
             Test("closed form at every step", 4, observe_lr_at, verdict_lr_at, partial=True, cases=[
                 _c({"base": 0.1, "warmup": 5, "total": 30, "min_lr": 0.0}, "warmup 5, total 30"),
                 _c({"base": 3e-4, "warmup": 10, "total": 50, "min_lr": 1e-5}, "warmup 10, min_lr 1e-5"),
@@ -426,7 +424,8 @@ ASSIGNMENT = Assignment(
                 _c({"bases": [0.1, 0.01], "warmup": 3, "total": 12, "min_lr": 0.0}, "two param groups"),
                 _c({"bases": [2e-3], "warmup": 0, "total": 8, "min_lr": 1e-4}, "no warmup")]),
         ]),
-        Part("part3", "Gradient clipping", cells=["a3-clip"], names=["clip_grad_norm_"], tests=[
+        Part("part3", "Gradient clipping", cells=["a3-clip"], names=["clip_grad_norm_"],
+             stubs=["minigrad.nn.utils.clip_grad"], tests=[
             Test("returns the global norm", 2, observe_clip, verdict_clip, inputs_clip, cases=[
                 _c({"seed": 10, "shapes": [[4, 5], [5], [3, 3]], "max_norm": 1.0, "check": "norm"}, "three grads")]),
             Test("clipped to max_norm, direction kept", 4, observe_clip, verdict_clip, inputs_clip, partial=True,

@@ -353,6 +353,9 @@ def verdict_train(case, obs, ctx):
     return Verdict.ok(note)
 
 
+# minigrad's loss scaler, master weights and autocast, left out of every part's child (autograder/stubs.py)
+STUBS = ["minigrad.amp.grad_scaler", "minigrad.amp.master_weights", "minigrad.amp.autocast_mode.autocast"]
+
 MODEL = {"seed": 0, "n": 16, "d": 12, "hidden": 20, "classes": 5, "weight": 1e-5, "scale": 2.0 ** 16}
 
 ASSIGNMENT = Assignment(
@@ -368,7 +371,7 @@ ASSIGNMENT = Assignment(
     forbidden=FORBIDDEN,
     requirements=["scikit-learn"],      # part 5 trains on the digits, which minigrad.datasets takes from it
     parts=[
-        Part("part1", "The dynamic loss scale", cells=["a4-scaler"], names=["LossScaler"],
+        Part("part1", "The dynamic loss scale", cells=["a4-scaler"], names=["LossScaler"], stubs=STUBS,
              objective="scale the loss; grow after growth_interval clean steps, back off on inf/NaN", tests=[
                  Test("scale_loss", 2, observe_scale_loss, verdict_scale_loss, inputs_loss,
                       cases=[{"seed": 0, "init": 65536.0}, {"seed": 1, "init": 3.0}]),
@@ -381,7 +384,7 @@ ASSIGNMENT = Assignment(
                                 "backoff_factor": 0.25, "growth_interval": 2}, label="other factors"),
                       ]),
              ]),
-        Part("part2", "Unscale and find inf/NaN", cells=["a4-unscale"], names=["unscale_"], tests=[
+        Part("part2", "Unscale and find inf/NaN", cells=["a4-unscale"], names=["unscale_"], stubs=STUBS, tests=[
             Test("unscale in place", 3, observe_unscale, verdict_unscale, inputs_grads,
                  cases=[{"seed": 0, "shapes": [[4, 3], [5]], "scale": 1024.0},
                         {"seed": 1, "shapes": [[2, 3, 2], [7], [1]], "scale": 65536.0}]),
@@ -391,20 +394,21 @@ ASSIGNMENT = Assignment(
             Test("unscaled float16 gradients match float32", 5, observe_unscaled_half_grads,
                  verdict_unscaled_half_grads, inputs_model, cases=[MODEL]),
         ]),
-        Part("part3", "Master weights and skipped steps", cells=["a4-master"], names=["master_step"], tests=[
+        Part("part3", "Master weights and skipped steps", cells=["a4-master"], names=["master_step"], stubs=STUBS,
+             tests=[
             Test("skipped step is bit-identical", 4, observe_master, verdict_skip, inputs_master,
                  cases=[{"seed": 0, "shapes": [[3, 4], [4]], "grad_scale": 1.0, "lr": 0.1, "steps": 1, "inf": True}]),
             Test("small updates accumulate", 6, observe_master, verdict_accumulate, inputs_master,
                  cases=[{"seed": 1, "shapes": [[8], [2, 3]], "grad_scale": 1.0, "lr": 1e-4, "steps": 50},
                         {"seed": 2, "shapes": [[5, 5]], "grad_scale": 3.0, "lr": 0.05, "steps": 1}]),
         ]),
-        Part("part4", "A mixed-precision forward", cells=["a4-forward"], names=["mixed_forward"], tests=[
+        Part("part4", "A mixed-precision forward", cells=["a4-forward"], names=["mixed_forward"], stubs=STUBS, tests=[
             Test("saved-activation bytes", 4, observe_forward, verdict_saved_bytes, inputs_model,
                  cases=[{**MODEL, "n": 64, "d": 32, "hidden": 64}]),
             Test("loss and gradients", 4, observe_forward, verdict_forward_grads, inputs_model,
                  cases=[{**MODEL, "n": 32}]),
         ]),
-        Part("part5", "Train a float16 model", cells=["a4-train"], names=["train"], tests=[
+        Part("part5", "Train a float16 model", cells=["a4-train"], names=["train"], stubs=STUBS, tests=[
             Test("converges with the scaler, stalls without", 8, observe_train, verdict_train, inputs_digits,
                  cases=[{"seed": 0, "steps": 200}]),
         ]),

@@ -309,6 +309,9 @@ def verdict_plan(case, obs, ctx):
 # minigrad's checkpointing (all of minigrad.utils) and planner, and PyTorch's (dotted names: autograder/forbidden.py)
 FORBIDDEN = ["minigrad.utils", "minigrad.memory.planner", "torch"]
 
+# minigrad's checkpointing and planner, left out of every part's child (autograder/stubs.py)
+STUBS = ["minigrad.utils.checkpoint", "minigrad.utils._checkpoint.frame", "minigrad.memory.planner"]
+
 MLP = [{"seed": 0, "widths": [5, 6, 4], "batch": 3}, {"seed": 1, "widths": [4, 7, 7, 3], "batch": 2},
        {"seed": 2, "widths": [3, 5, 5, 5, 2], "batch": 4, "const": True}]
 
@@ -324,7 +327,7 @@ ASSIGNMENT = Assignment(
     memory_mb=2048,
     forbidden=FORBIDDEN,
     parts=[
-        Part("part1", "checkpoint", cells=["a5-checkpoint"], names=["checkpoint"],
+        Part("part1", "checkpoint", cells=["a5-checkpoint"], names=["checkpoint"], stubs=STUBS,
              objective="keep a region's inputs, recompute its activations in backward, replay the RNG",
              tests=[
                  Test("gradients", 5, observe_grads, verdict_grads, inputs_mlp, partial=True, cases=_cases(*MLP)),
@@ -336,7 +339,7 @@ ASSIGNMENT = Assignment(
                  Test("in-place change of an input", 2, observe_inplace, verdict_inplace,
                       cases=_cases({"seed": 0, "shape": [3, 4]})),
              ]),
-        Part("part2", "checkpoint_sequential", cells=["a5-sequential"], names=["checkpoint_sequential"],
+        Part("part2", "checkpoint_sequential", cells=["a5-sequential"], names=["checkpoint_sequential"], stubs=STUBS,
              objective="PyTorch's segments: n // s functions per checkpointed segment, the last runs plainly",
              tests=[
                  Test("gradients, every segment count", 4, observe_sequential, verdict_sequential, inputs_mlp,
@@ -347,7 +350,7 @@ ASSIGNMENT = Assignment(
                  Test("sqrt(n) memory budget", 3, observe_sequential_memory, verdict_memory, partial=True,
                       cases=_cases({"layers": 16, "width": 64, "batch": 64, "segments": 4})),
              ]),
-        Part("part3", "An offline memory planner", cells=["a5-planner"], names=["plan_offsets"],
+        Part("part3", "An offline memory planner", cells=["a5-planner"], names=["plan_offsets"], stubs=STUBS,
              objective="greedy by size: tensors live at the same time never overlap, the arena stays small",
              tests=[
                  Test("hand-made lifetimes", 3, observe_plan, verdict_plan, inputs_lifetimes, partial=True,
