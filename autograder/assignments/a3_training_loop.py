@@ -38,21 +38,19 @@ def inputs_adamw(p):
     return arrays
 
 
-def _adamw_reference(p0, grads, lrs, betas, eps, wd, bias_correction=True, decoupled=True):
-    """Closed-form AdamW (Loshchilov & Hutter; PyTorch's torch.optim.AdamW), float64: the trajectory."""
-    b1, b2 = betas
-    p, m, v = p0.copy(), np.zeros_like(p0), np.zeros_like(p0)
+def _adamw_reference(p0, grads, lrs, betas, eps, wd, decoupled=True):
+    """The trajectory minigrad's own AdamW takes (PyTorch's torch.optim.AdamW), in float64 (parent);
+    ``decoupled=False``: minigrad's Adam with L2 weight decay, the usual mistake."""
+    import minigrad as mg
+    param = mg.tensor(p0.copy(), requires_grad=True)
+    cls = mg.optim.AdamW if decoupled else mg.optim.Adam
+    opt = cls([param], lr=float(lrs[0]), betas=tuple(betas), eps=eps, weight_decay=wd)
     out = []
-    for t, (g, lr) in enumerate(zip(grads, lrs), start=1):
-        if decoupled:
-            p = p * (1 - lr * wd)
-        else:
-            g = g + wd * p
-        m = b1 * m + (1 - b1) * g
-        v = b2 * v + (1 - b2) * g * g
-        mh, vh = (m / (1 - b1 ** t), v / (1 - b2 ** t)) if bias_correction else (m, v)
-        p = p - lr * mh / (np.sqrt(vh) + eps)
-        out.append(p)
+    for g, lr in zip(grads, lrs):
+        opt.param_groups[0]["lr"] = float(lr)
+        param.grad = mg.tensor(np.array(g, dtype=np.float64))
+        opt.step()
+        out.append(np.array(param.data, dtype=np.float64))
     return np.stack(out)
 
 
@@ -84,30 +82,35 @@ def verdict_adamw(case, obs, ctx):
         v = V.compare(f"AdamW.step, parameter {i}", got, expected, what="parameter", **TOL)
         if v.passed:
             continue
-        step = _first_bad_step(got, expected)
-        hint = _adamw_hint(got, args)
-        return Verdict.fail(f"after step {step + 1}: {v.message}{hint}")
+        if got.shape != expected.shape:
+            return Verdict.fail(f"AdamW.step, parameter {i}: {len(expected)} steps of shape "
+                                f"{tuple(expected.shape[1:])} expected, got an array of shape {got.shape}")
+        step = _first_bad_step(got, expected)        # the step, then the element within the parameter
+        v = V.compare(f"AdamW.step, parameter {i} after step {step + 1} of {len(expected)}", got[step],
+                      expected[step], what="parameter", **TOL)
+        return Verdict.fail(v.message + _adamw_hint(got, expected, args, step))
     return Verdict.ok()
 
 
 def _first_bad_step(got, expected):
-    if got.shape != expected.shape:
-        return 0
     bad = ~np.isclose(got, expected, **TOL).reshape(len(got), -1).all(axis=1)
     return int(np.argmax(bad))
 
 
-def _adamw_hint(got, args):
+def _adamw_hint(got, expected, args, step):
     """Name the usual mistake when the trajectory matches it."""
-    if got.shape != args[1].shape:
-        return ""
-    suspects = [(dict(bias_correction=False), "; your updates match Adam *without bias correction*: divide m "
-                 "by (1 - beta1**t) and v by (1 - beta2**t), with t counted from 1 for each parameter"),
-                (dict(decoupled=False), "; your updates match weight decay added to the gradient (L2, as in "
-                 "Adam): AdamW decays the parameter directly, p *= 1 - lr * weight_decay, before the Adam step")]
-    for kw, hint in suspects:
-        if np.allclose(got, _adamw_reference(*args, **kw), rtol=1e-9, atol=1e-12):
-            return hint
+    p0, grads, lrs, (b1, b2), eps, wd = args
+    if np.allclose(got, _adamw_reference(*args, decoupled=False), rtol=1e-9, atol=1e-12):
+        return ("; your updates match weight decay added to the gradient (L2, as in Adam): AdamW decays the "
+                "parameter directly, p *= 1 - lr * weight_decay, before the Adam step")
+    g, lr = grads[0], lrs[0]
+    decayed = p0 * (1 - lr * wd)          # step 1 is the decay, then the Adam update
+    if step == 0 and np.allclose(got[0] - decayed, -(expected[0] - decayed), rtol=1e-9, atol=1e-12):
+        return "; your update has the opposite sign: subtract lr * m_hat / (sqrt(v_hat) + eps)"
+    plain = decayed - lr * (1 - b1) * g / (np.sqrt((1 - b2) * g * g) + eps)   # no bias correction
+    if step == 0 and np.allclose(got[0], plain, rtol=1e-9, atol=1e-12):
+        return ("; your first update matches Adam *without bias correction*: divide m by (1 - beta1**t) and v by "
+                "(1 - beta2**t), with t counted from 1 for each parameter")
     return ""
 
 
@@ -171,12 +174,18 @@ def verdict_skip(case, obs, ctx):
 
 
 # ---- part 2: warmup + cosine -------------------------------------------------------------------------------
-def closed_form_lr(t, base, warmup, total, min_lr):
-    if t < warmup:
-        return base * (t + 1) / (warmup + 1)
-    if t >= total:
-        return min_lr
-    return min_lr + (base - min_lr) * (1 + math.cos(math.pi * (t - warmup) / (total - warmup))) / 2
+def expected_lrs(base, warmup, total, min_lr, steps):
+    """The learning rate at steps 0..steps-1 (parent): minigrad's own ``warmup_cosine`` up to total_steps, then
+    min_lr (the handout's schedule stays at min_lr, where PyTorch's cosine would turn back up)."""
+    import minigrad as mg
+    w = mg.zeros(1, requires_grad=True)
+    opt = mg.optim.SGD([w], lr=base)
+    sched = mg.optim.lr_scheduler.warmup_cosine(opt, warmup, total, min_lr=min_lr)
+    out = []
+    for t in range(steps):
+        out.append(opt.param_groups[0]["lr"] if t < total else min_lr)
+        sched.step()
+    return np.array(out, dtype=np.float64)
 
 
 def observe_lr_at(ns, case):
@@ -187,19 +196,20 @@ def observe_lr_at(ns, case):
 
 def verdict_lr_at(case, obs, ctx):
     p = case.params
-    exp = np.array([closed_form_lr(t, p["base"], p["warmup"], p["total"], p["min_lr"]) for t in range(p["total"] + 3)])
+    exp = expected_lrs(p["base"], p["warmup"], p["total"], p["min_lr"], p["total"] + 3)
     got = np.asarray(obs.get("lr"))
     v = V.compare("lr_at", got, exp, what="learning rate", **TOL)
     if v.passed or got.shape != exp.shape:
         return v
-    t, hint = int(np.argmax(~np.isclose(got, exp, **TOL))), ""
-    if p["warmup"] and np.isclose(got[0], 0.0):
+    t, hint = int(np.argmax(~np.isclose(got, exp, **TOL))), ""      # the first wrong step, named once
+    if p["warmup"] and t == 0 and np.isclose(got[0], 0.0):
         hint = "; at step 0 the warmup gives base_lr * 1 / (warmup_steps + 1), not 0 (t counts from 0)"
-    elif p["warmup"] and np.isclose(got[p["warmup"]], closed_form_lr(p["warmup"] + 1, p["base"], p["warmup"],
-                                                                     p["total"], p["min_lr"])):
-        hint = "; the cosine starts at t = warmup_steps with the full base_lr (off by one)"
-    return Verdict.fail(f"step {t}: lr_at returned {float(got[t])!r}, expected {float(exp[t])!r} "
-                        f"({v.message}){hint}")
+    elif p["warmup"] and np.isclose(got[t], exp[min(t + 1, len(exp) - 1)], **TOL):
+        hint = (f"; that is the rate of step {t + 1}: your schedule runs one step ahead (off by one: the cosine "
+                f"starts at t = warmup_steps with the full base_lr)")
+    elif p["warmup"] and t and np.isclose(got[t], exp[t - 1], **TOL):
+        hint = f"; that is the rate of step {t - 1}: your schedule runs one step behind (off by one)"
+    return Verdict.fail(f"lr_at(t={t}, ...) returned {float(got[t])!r}, expected {float(exp[t])!r}{hint}")
 
 
 def observe_scheduler(ns, case):
@@ -217,15 +227,17 @@ def observe_scheduler(ns, case):
 
 def verdict_scheduler(case, obs, ctx):
     p = case.params
-    exp = np.array([[closed_form_lr(t, b, p["warmup"], p["total"], p["min_lr"]) for b in p["bases"]]
-                    for t in range(p["total"] + 3)])
+    exp = np.stack([expected_lrs(b, p["warmup"], p["total"], p["min_lr"], p["total"] + 3) for b in p["bases"]], 1)
     v = V.compare("WarmupCosine (learning rate of each param group after t calls to step())",
                   obs.get("lrs"), exp, what="learning rate", **TOL)
-    if not v.passed and np.asarray(obs.get("lrs")).shape == exp.shape:
-        got = np.asarray(obs.get("lrs"))
-        if np.allclose(got[:, 1:], got[:, :1]) and len(set(p["bases"])) > 1:
-            return Verdict.fail(v.message + "; every group got the same lr: scale each group's own initial lr")
-    return v
+    got = np.asarray(obs.get("lrs"))
+    if v.passed or got.shape != exp.shape:
+        return v
+    if np.allclose(got[:, 1:], got[:, :1]) and len(set(p["bases"])) > 1:
+        return Verdict.fail("WarmupCosine: every group got the same lr: scale each group's own initial lr")
+    t, g = np.argwhere(~np.isclose(got, exp, **TOL))[0]      # the first wrong step, then the group
+    return Verdict.fail(f"WarmupCosine: after {t} call(s) to step(), param group {g} has lr {float(got[t, g])!r}, "
+                        f"expected {float(exp[t, g])!r}")
 
 
 # ---- part 3: clip_grad_norm_ ----------------------------------------------------------------------------------

@@ -52,9 +52,15 @@ PLANTED = {
         {"part1/optimizer memory": 0},
         {"part1/optimizer memory": ["peak 3.01 MiB, budget 2.07 MiB", "about 3.0 parameter-sized temporaries",
                                     "out="]}),
+    "adam_wrong_sign": (
+        {"part1/first step": 0, "part1/closed-form trajectory": 0, "part1/decoupled weight decay": 0,
+         "part1/a parameter without gradient": 0},
+        {"part1/first step": ["parameter 0 after step 1 of 1: parameter wrong at index (", "opposite sign"],
+         "part1/closed-form trajectory": ["after step 1 of 6"]}),
     "schedule_off_by_one": (
         {"part2/closed form at every step": 4 / 3, "part2/the scheduler drives the optimizer": 2},
-        {"part2/closed form at every step": ["step 0: lr_at returned 0.0", "not 0 (t counts from 0)"]}),
+        {"part2/closed form at every step": ["lr_at(t=0, ...) returned 0.0, expected 0.01666",
+                                             "not 0 (t counts from 0)"]}),
     "schedule_one_base_lr": (
         {"part2/the scheduler drives the optimizer": 2},
         {"part2/the scheduler drives the optimizer": ["every group got the same lr"]}),
@@ -162,7 +168,7 @@ def test_generated_notebook_scores_zero_with_not_implemented_per_test(a3, tmp_pa
 # group also shows that no part's failure cascades into another (and grading stays at 3 submissions).
 GROUPS = [("adam_no_bias_correction", "schedule_off_by_one", "clip_per_parameter", "accum_not_scaled"),
           ("adam_l2_decay", "schedule_one_base_lr", "clip_no_sqrt", "accum_divide_by_k"),
-          ("adam_naive_temporaries", "nan_not_skipped")]
+          ("adam_naive_temporaries", "nan_not_skipped"), ("adam_wrong_sign",)]
 
 
 def test_every_variant_file_is_tested():
@@ -187,6 +193,10 @@ def test_planted_bugs_score_partially_name_the_mistake_and_do_not_cascade(a3, tm
             msg = result_of(r, key).message
             for text in parts:
                 assert text in msg, (name, key, text, msg)
+            assert len(re.findall(r"\bstep \d+|t=\d+", msg.split("(")[0])) <= 1, msg   # one step named
+            m = re.search(r"index \(([^)]*)\)", msg)
+            if key.startswith("part1/") and m:       # an element of the parameter, not (step, *shape)
+                assert m.group(1).count(",") + 1 <= 2, msg
 
 
 def test_importing_minigrads_adamw_costs_its_part(a3, tmp_path):
