@@ -42,15 +42,49 @@ def _world_run(fn, n, args, timeout=3.0):
         return world, str(e)
 
 
+class RingComm:
+    """What part 1 hands each rank: its rank, the world size, send and recv, nothing else (the world's own
+    all-reduce is a stub in this part's child too). Every payload is recorded, in the rank's own order, so
+    the parent can check that what the rank sent and returned follows from what it had received."""
+
+    def __init__(self, comm, trace):
+        self.rank, self.size = comm.rank, comm.size
+        self._comm, self._trace = comm, trace
+
+    def send(self, array, dst):
+        """Send a copy of ``array`` to rank ``dst`` (returns at once)."""
+        a = np.array(array, dtype=np.float64, copy=True).ravel()
+        self._comm.send(array, dst)
+        self._trace.append((0, int(dst), a))
+
+    def recv(self, src):
+        """The next array rank ``src`` sent to this rank (blocks until it arrives)."""
+        a = self._comm.recv(src)
+        self._trace.append((1, int(src), np.array(a, dtype=np.float64, copy=True).ravel()))
+        return a
+
+
 def observe_ring(ns, case):
     n = case.params["world"]
-    world, results = _world_run(ns.ring_all_reduce, n, [(case["xs"][r].copy(),) for r in range(n)])
+    traces = [[] for _ in range(n)]
+    world, results = _world_run(lambda comm, x: ns.ring_all_reduce(RingComm(comm, traces[comm.rank]), x), n,
+                                [(case["xs"][r].copy(),) for r in range(n)])
     obs = {"messages": np.array(world.messages, dtype=np.int64).reshape(-1, 4)}
+    for r, trace in enumerate(traces):      # rank r's sends and recvs in order: (kind, peer, length), values
+        obs[f"ops{r}"] = np.array([(k, peer, len(a)) for k, peer, a in trace], dtype=np.int64).reshape(-1, 3)
+        obs[f"vals{r}"] = np.concatenate([a for _, _, a in trace]) if trace else np.zeros(0)
     if isinstance(results, str):
         return dict(obs, deadlock=np.array(results))
     for r, res in enumerate(results):
         obs[f"result{r}"] = np.asarray(res, dtype=np.float64)
     return obs
+
+
+def dataflow(case, obs):
+    """None when every rank's messages and result follow from its input and what it received; else why not
+    (parent: ``_a6_data_parallel/dataflow.py``)."""
+    from autograder.assignments._a6_data_parallel.dataflow import dataflow as check
+    return check(case["xs"], obs)
 
 
 def _deadlocked(obs):
@@ -80,6 +114,9 @@ def verdict_ring_sum(case, obs, ctx):
     bad = _deadlocked(obs)
     if bad:
         return bad
+    why = dataflow(case, obs)
+    if why:
+        return Verdict.fail(why)
     xs, n = case["xs"], case.params["world"]
     bounds = np.cumsum([0] + [len(c) for c in np.array_split(np.arange(xs.shape[1]), n)])
     for r in range(n):
@@ -121,7 +158,13 @@ def _check_messages(case, obs, exact):
 
 
 def verdict_ring_bytes(case, obs, ctx):
-    return _deadlocked(obs) or _check_messages(case, obs, exact=True)
+    """The ring's traffic, credited only to a ring that sums: messages of the right size that carry nothing
+    (or results taken elsewhere) earn nothing."""
+    v = _deadlocked(obs) or verdict_ring_sum(case, obs, ctx)
+    if not v.passed:
+        return Verdict.fail(f"the bytes are credited only to a ring whose result is right and comes from its "
+                            f"messages: {v.message}")
+    return _check_messages(case, obs, exact=True)
 
 
 def verdict_ring_odd(case, obs, ctx):
@@ -147,43 +190,51 @@ def _loss(theta, x, y):
     return np.mean((np.tanh(x @ W1.T + b1) @ W2.T + b2 - y) ** 2)
 
 
-def _numeric_grads(theta, x, y, eps=1e-6):
-    grads = []
-    for k, t in enumerate(theta):
-        g = np.zeros_like(t)
-        for idx in np.ndindex(t.shape):
-            orig = t[idx]
-            t[idx] = orig + eps
-            up = _loss(theta, x, y)
-            t[idx] = orig - eps
-            down = _loss(theta, x, y)
-            t[idx] = orig
-            g[idx] = (up - down) / (2 * eps)
-        grads.append(g)
-    return grads
+def _numeric_grads(theta, x, y):
+    """Float64 central differences of the global mean loss (parent)."""
+    return V.numeric_vjp(lambda *t: np.asarray(_loss(t, x, y)), [t.copy() for t in theta])
 
 
 def expected_buckets(case):
-    """Reverse registration order; a bucket never grows past the cap (a larger tensor gets its own)."""
-    buckets, size = [], 0
-    for k in reversed(range(len(PARAMS))):
-        nbytes = case[PARAMS[k]].nbytes
-        if buckets and size + nbytes <= case.params["cap"]:
-            buckets[-1].append(k)
-            size += nbytes
-        else:
-            buckets.append([k])
-            size = nbytes
-    return buckets
+    """minigrad's own bucket assignment (parent): reverse registration order, a bucket never grows past the
+    cap (a larger tensor gets its own)."""
+    import minigrad as mg
+    from minigrad.distributed.ddp import assign_buckets
+    named = [(name, mg.tensor(case[name])) for name in PARAMS]
+    cap = case.params["cap"]
+    return [[PARAMS.index(name) for name, _ in b.members] for b in assign_buckets(named, cap, cap)]
 
 
-def _ddp_rank(comm, ns, model, case, steps):
-    """Child, one rank: the student's DDP on its shard; plain SGD; events logged by the world."""
+class DDPComm:
+    """What part 2 hands each rank: rank, size, the world's asynchronous all-reduce, and log. Every
+    all-reduce's payload is recorded, so the parent sees which gradients each one carried."""
+
+    def __init__(self, comm, trace):
+        self.rank, self.size = comm.rank, comm.size
+        self._comm, self._trace = comm, trace
+
+    def iall_reduce(self, array):
+        """Start summing ``array`` over all ranks; ``.wait()`` on the result returns the sum."""
+        self._trace.append(np.array(array, dtype=np.float64, copy=True).ravel())
+        return self._comm.iall_reduce(array)
+
+    def log(self, *event):
+        self._comm.log(*event)
+
+
+def _ddp_rank(comm, ns, model, case, steps, trace):
+    """Child, one rank: the student's DDP on its shard; plain SGD; events logged by the world. Returns its
+    first step's gradients (after backward), its final parameters and its local gradients (before DDP)."""
     import minigrad as mg
     params = list(model.parameters())
+    local = {}
+
+    def seen(t, k):
+        comm.log("grad", k)
+        local.setdefault(k, np.array(t.grad.numpy(), dtype=np.float64, copy=True))   # step 0, before DDP
     for k, p in enumerate(params):
-        p.register_post_accumulate_grad_hook(lambda t, k=k: comm.log("grad", k))
-    ddp = ns.BucketedDDP(model, comm, case.params["cap"])
+        p.register_post_accumulate_grad_hook(lambda t, k=k: seen(t, k))
+    ns.BucketedDDP(model, DDPComm(comm, trace), case.params["cap"])
     b, r = case.params["batch"], comm.rank
     first = None
     for step in range(steps):
@@ -200,8 +251,8 @@ def _ddp_rank(comm, ns, model, case, steps):
             for p in params:
                 if p.grad is not None:
                     p.data -= LR * p.grad.data
-    buckets = [[int(k) for k in bucket] for bucket in getattr(ddp, "buckets", [])]
-    return first, [p.detach().numpy() for p in params], buckets
+    locals_ = [local.get(k, np.full(p.shape, np.nan)) for k, p in enumerate(params)]
+    return first, [p.detach().numpy() for p in params], locals_
 
 
 def _observe_ddp(ns, case, steps):
@@ -214,18 +265,55 @@ def _observe_ddp(ns, case, steps):
         for p, name in zip(m.parameters(), PARAMS):
             p.data[...] = case[name]
         models.append(m)
-    world, results = _world_run(lambda comm, m: _ddp_rank(comm, ns, m, case, steps), len(models),
-                                [(m,) for m in models], timeout=5.0)
+    traces = [[] for _ in models]
+    world, results = _world_run(lambda comm, m: _ddp_rank(comm, ns, m, case, steps, traces[comm.rank]),
+                                len(models), [(m,) for m in models], timeout=5.0)
     kinds = {"grad": 0, "iall_reduce": 1, "step": 2, "backward_done": 3}
     events = [(e[0], kinds[e[1]], e[-1]) for e in world.events if e[1] in kinds]
     obs = {"events": np.array(events, dtype=np.int64).reshape(-1, 3)}
+    for r, trace in enumerate(traces):          # what each of the rank's all-reduces carried, in order
+        obs[f"payload_sizes{r}"] = np.array([len(a) for a in trace], dtype=np.int64)
+        obs[f"payloads{r}"] = np.concatenate(trace) if trace else np.zeros(0)
     if isinstance(results, str):
         return dict(obs, deadlock=np.array(results))
-    for r, (first, final, buckets) in enumerate(results):
+    for r, (first, final, local) in enumerate(results):
         for k, name in enumerate(PARAMS):
             obs[f"grad{r}.{name}"], obs[f"param{r}.{name}"] = first[k], final[k]
-        obs[f"buckets{r}"] = np.array([k for bucket in buckets for k in bucket + [-1]], dtype=np.int64)
+            obs[f"local{r}.{name}"] = local[k]
     return obs
+
+
+def _payloads(obs, r):
+    sizes = np.asarray(obs.get(f"payload_sizes{r}", np.zeros(0)), dtype=np.int64)
+    flat = np.asarray(obs.get(f"payloads{r}", np.zeros(0)), dtype=np.float64)
+    return np.split(flat, np.cumsum(sizes)[:-1]) if len(sizes) else []
+
+
+def launched_buckets(case, obs, r=0):
+    """The buckets rank r's first backward actually communicated: which parameters' gradients each of its
+    all-reduces carried, in launch order, read off the payloads (a gradient, or the gradient / world size).
+    Returns (buckets, None) or (None, why not)."""
+    n = case.params["world"]
+    ev = [(int(kind), int(a)) for rank, kind, a in obs["events"] if rank == r]
+    end = next((i for i, e in enumerate(ev) if e[0] == 3), len(ev))
+    count = sum(1 for kind, _ in ev[:end] if kind == 1)
+    local = [np.ravel(obs[f"local{r}.{name}"]) for name in PARAMS]
+    buckets = []
+    for i, payload in enumerate(_payloads(obs, r)[:count]):
+        bucket, at = [], 0
+        while at < len(payload):
+            for k, g in enumerate(local):
+                seg = payload[at:at + len(g)]
+                if k not in bucket and len(seg) == len(g) and \
+                        any(np.allclose(seg, g * f, rtol=1e-12, atol=1e-15) for f in (1.0, 1.0 / n)):
+                    bucket.append(k)
+                    at += len(g)
+                    break
+            else:
+                return None, (f"rank {r}'s all-reduce #{i} carried {len(payload)} numbers that are not its "
+                              f"parameters' gradients, one after the other (from element {at} on)")
+        buckets.append(bucket)
+    return buckets, None
 
 
 def observe_ddp(ns, case):
@@ -240,22 +328,22 @@ def _ddp_failed(obs):
 
 
 def verdict_buckets(case, obs, ctx):
+    """The buckets are read off what the all-reduces carried, never off an attribute: buckets computed but
+    not used to communicate earn nothing."""
     bad = _ddp_failed(obs)
     if bad:
         return bad
-    flat = [int(k) for k in obs["buckets0"]]
-    got, cur = [], []
-    for k in flat:
-        if k < 0:
-            got.append(cur)
-            cur = []
-        else:
-            cur.append(k)
+    got, why = launched_buckets(case, obs)
+    if why:
+        return Verdict.fail(f"the buckets are read off the all-reduces your DDP launched: {why}")
     want = expected_buckets(case)
     if got == want:
         return Verdict.ok()
     names = lambda bs: [[PARAMS[k] for k in b] for b in bs]  # noqa: E731
-    if sorted(k for b in got for k in b) == sorted(k for b in want for k in b) and got and got[0][0] == 0:
+    if not got:
+        return Verdict.fail(f"no all-reduce was launched before backward ended, so no gradient was bucketed; "
+                            f"expected the buckets {names(want)}")
+    if sorted(k for b in got for k in b) == sorted(k for b in want for k in b) and got[0][0] == 0:
         return Verdict.fail(f"buckets {names(got)}: they must follow the *reverse* registration order (backward "
                             f"produces the last layer's gradients first); expected {names(want)}")
     for b in got:
@@ -263,8 +351,40 @@ def verdict_buckets(case, obs, ctx):
         if len(b) > 1 and size > case.params["cap"]:
             return Verdict.fail(f"bucket {[PARAMS[k] for k in b]} holds {size} bytes, more than the cap of "
                                 f"{case.params['cap']}: close a bucket before a tensor would overflow it")
-    return Verdict.fail(f"buckets {names(got)} (parameter names), expected {names(want)} for a cap of "
-                        f"{case.params['cap']} bytes")
+    return Verdict.fail(f"the all-reduces carried the buckets {names(got)} (parameter names), expected "
+                        f"{names(want)} for a cap of {case.params['cap']} bytes")
+
+
+def _from_all_reduce(case, obs, r):
+    """None when rank r's gradients after backward are the all-reduced averages; else why not. The averages
+    are computed here from every rank's payloads, so gradients averaged any other way (the other ranks'
+    models read through shared memory) earn nothing."""
+    n = case.params["world"]
+    loads = [_payloads(obs, q) for q in range(n)]
+    count = min(len(x) for x in loads)
+    local = [np.ravel(obs[f"local{r}.{name}"]) for name in PARAMS]
+    buckets, why = launched_buckets(case, obs, r)
+    if why:
+        return why
+    covered = set()
+    for i, bucket in enumerate(buckets[:count]):
+        total = np.sum([loads[q][i] for q in range(n)], axis=0)
+        at = 0
+        for k in bucket:
+            g = local[k]
+            pre = np.allclose(loads[r][i][at:at + g.size], g / n, rtol=1e-12, atol=1e-15)
+            avg = total[at:at + g.size] if pre else total[at:at + g.size] / n
+            got = np.ravel(obs[f"grad{r}.{PARAMS[k]}"])
+            if not np.allclose(got, avg, rtol=1e-9, atol=1e-12):
+                return (f"rank {r}: {PARAMS[k]}.grad after backward is not the average the all-reduce #{i} "
+                        f"returned: write each bucket's all-reduced sum / world size back into the gradients")
+            covered.add(k)
+            at += g.size
+    if len(covered) < len(PARAMS):
+        missing = [PARAMS[k] for k in range(len(PARAMS)) if k not in covered]
+        return (f"rank {r}: the gradients of {missing} were never all-reduced before backward ended, so they "
+                f"are not averaged over the ranks by communication")
+    return None
 
 
 def verdict_grads(case, obs, ctx):
@@ -284,6 +404,9 @@ def verdict_grads(case, obs, ctx):
                     if np.allclose(got, factor * num, atol=1e-6, rtol=1e-5):
                         return Verdict.fail(f"rank {r}: {name}.grad is {factor:g} x the average gradient: {why}")
                 return V.check_gradient(f"rank {r}'s averaged gradients", name, got, num, atol=1e-6)
+        why = _from_all_reduce(case, obs, r)
+        if why:
+            return Verdict.fail(why)
     return Verdict.ok()
 
 
