@@ -66,6 +66,7 @@ class Guard:
         self.entries = []            # (owner name, namespace, key, value, code, defaults, kwdefaults)
         self.seen = set()
         self.known = {}              # id -> function: minigrad's own functions, as they were at the snapshot
+        self.armed = False           # only in the sandbox child, after snapshot(); elsewhere check() finds nothing
 
     def _add(self, owner, ns, key, value):
         func = _getattr(value, "__func__", value)
@@ -91,12 +92,15 @@ class Guard:
                         self._add(f"{name}.{key}", value.__dict__, k, v)
 
     def snapshot(self):
+        self.armed = True
         for name, mod in list(sys.modules.items()):
             if _watched(name):
                 self.watch_module(name, mod)
 
     def check(self):
         """What was replaced since the snapshot ([] if nothing). Modules imported since are added."""
+        if not self.armed:
+            return []
         bad = []
         for owner, ns, key, value, code, defaults, kwdefaults in self.entries:
             now = ns.get(key, ns)

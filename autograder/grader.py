@@ -331,8 +331,9 @@ def grade_part(a: Assignment, part: Part, sub_cells: dict[str, str], opts: Grade
     # ---- verdicts, here in the parent --------------------------------------------------------------
     art_dir = Path(opts.artifacts_dir) if opts.artifacts_dir else None
     results = []
+    judged: dict[str, list[tuple[Case, Verdict]]] = {}
     for t in tests:
-        verdicts: list[tuple[Case, Verdict]] = []
+        verdicts = judged[t.name] = []
         for j in per_test[t.name]:
             if j.outcome == "ok":
                 ctx = VerdictContext(a, part, t, j.case, art_dir, opts.plot_timeline)
@@ -354,8 +355,14 @@ def grade_part(a: Assignment, part: Part, sub_cells: dict[str, str], opts: Grade
                     v = Verdict.fail(f"{_relevant_cell_error(cell_errors, t.name)}\n"
                                      f"(and then, running the test: {j.message})")
             verdicts.append((j.case, v))
+            if v.reject and not forbidden:
+                forbidden = f"{v.message}: the part scores 0"
+    for t in tests:
+        verdicts = judged[t.name]
         n = len(verdicts)
-        passed = sum(v.passed for _, v in verdicts)
+        passed = sum(v.passed for c, v in verdicts)
+        if any(c.trivial for c, _ in verdicts) and not any(v.passed for c, v in verdicts if not c.trivial):
+            passed = 0          # a case a do-nothing answer passes counts only beside a real one
         score = t.points if passed == n else (t.points * passed / n if t.partial else 0.0)
         fails = [(c, v) for c, v in verdicts if not v.passed]
         if fails:

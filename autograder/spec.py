@@ -42,6 +42,7 @@ class Verdict:
     passed: bool
     message: str = ""
     artifacts: list[str] = field(default_factory=list)   # files (plots) written next to the report
+    reject: bool = False      # the observations show the grader's world was tampered with: the part scores 0
 
     @staticmethod
     def ok(message: str = "") -> "Verdict":
@@ -51,13 +52,19 @@ class Verdict:
     def fail(message: str, artifacts: list[str] | None = None) -> "Verdict":
         return Verdict(False, message, list(artifacts or []))
 
+    @staticmethod
+    def rejected(message: str) -> "Verdict":
+        """Evidence of tampering (a forged log, a device changed behind the grader's back): not one failed
+        case but the whole part, scored 0 with `message`, as for a forbidden use."""
+        return Verdict(False, message, [], True)
+
     def __and__(self, other: "Verdict") -> "Verdict":
         """The first failure wins; artifacts of both are kept."""
         arts = self.artifacts + other.artifacts
         if not self.passed:
-            return Verdict(False, self.message, arts)
+            return Verdict(False, self.message, arts, self.reject)
         if not other.passed:
-            return Verdict(False, other.message, arts)
+            return Verdict(False, other.message, arts, other.reject)
         return Verdict(True, "; ".join(m for m in (self.message, other.message) if m), arts)
 
 
@@ -68,6 +75,8 @@ class Case:
     label: str = ""
     hidden: bool = False
     inputs: dict[str, Any] = field(default_factory=dict)   # filled by the parent (arrays)
+    trivial: bool = False    # a do-nothing answer passes it (unbroadcast to the same shape): it earns credit
+    #                          only when some other case of its test passes too
 
     def __getitem__(self, key: str):
         return self.inputs[key]

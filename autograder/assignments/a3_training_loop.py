@@ -247,13 +247,20 @@ def inputs_clip(p):
 
 
 def observe_clip(ns, case):
+    out = _clip_run(ns, case, case.params["max_norm"])
+    if case.params.get("check", "clip") == "clip":   # leaving small gradients alone is credited only to a clip
+        out.update({f"small_{k}": v for k, v in _clip_run(ns, case, 1e-3).items()})   # that clips large ones
+    return out
+
+
+def _clip_run(ns, case, max_norm):
     import minigrad as mg
     n = len(case.params["shapes"])
     params = [mg.zeros(*case[f"g{i}"].shape, dtype=mg.float64, requires_grad=True) for i in range(n)]
     for i, w in enumerate(params):
         w.grad = mg.tensor(case[f"g{i}"].copy())
     arrays = [w.grad.data for w in params]
-    total = ns.clip_grad_norm_(params, case.params["max_norm"])
+    total = ns.clip_grad_norm_(params, max_norm)
     out = {f"g{i}": np.array(w.grad.data) for i, w in enumerate(params)}
     out["total"] = np.array(float(total.item() if hasattr(total, "item") else total))
     out["in_place"] = np.array(all(w.grad.data is a for w, a in zip(params, arrays)))
@@ -284,6 +291,10 @@ def verdict_clip(case, obs, ctx):
                                 f"gradients did not change")
         return Verdict.ok()
     if norm <= p["max_norm"]:
+        small = [np.asarray(obs.get(f"small_g{i}")) for i in range(len(grads))]
+        if all(g.shape == e.shape and np.array_equal(g, e) for g, e in zip(small, grads)):
+            return Verdict.fail("leaving gradients below max_norm untouched is credited only to a clip_grad_norm_ "
+                                "that clips: with max_norm=0.001 the same gradients were not changed either")
         if all(np.array_equal(g, e) for g, e in zip(got, grads)):
             return Verdict.ok()
         return Verdict.fail(f"the global norm {norm:.4g} is already below max_norm={p['max_norm']}: the gradients "
@@ -311,10 +322,12 @@ def inputs_accum(p):
     rng = np.random.default_rng(p["seed"])
     n, d = sum(p["sizes"]), p["d"]
     x, y = rng.standard_normal((n, d)), rng.standard_normal(n)
+    out = {"x": x, "y": y, "w": rng.standard_normal(d), "b": rng.standard_normal(1)}
     if p.get("poison") is not None:
+        out["x_clean"] = x.copy()        # the same micro-batches without the NaN: the step must be taken there
         start = sum(p["sizes"][:p["poison"]])
         x[start, 0] = np.nan if p.get("value", "nan") == "nan" else np.inf
-    return {"x": x, "y": y, "w": rng.standard_normal(d), "b": rng.standard_normal(1)}
+    return out
 
 
 def _full_batch_grad(x, y, w, b):
@@ -323,12 +336,19 @@ def _full_batch_grad(x, y, w, b):
 
 
 def observe_accum(ns, case):
+    out = _accum_run(ns, case, case["x"])
+    if "x_clean" in case.inputs:     # skipping is credited only to a step that is taken on finite gradients
+        out.update({f"clean_{k}": v for k, v in _accum_run(ns, case, case["x_clean"]).items()})
+    return out
+
+
+def _accum_run(ns, case, x):
     import minigrad as mg
     p = case.params
     w = mg.tensor(case["w"].copy(), requires_grad=True)
     b = mg.tensor(case["b"].copy(), requires_grad=True)
     opt = mg.optim.SGD([w, b], lr=p.get("lr", 0.1))
-    micro = [(mg.tensor(xb.copy()), mg.tensor(yb.copy())) for xb, yb in _chunks(case["x"], case["y"], p["sizes"])]
+    micro = [(mg.tensor(xb.copy()), mg.tensor(yb.copy())) for xb, yb in _chunks(x, case["y"], p["sizes"])]
     seen, step = {}, opt.step
 
     def spy():                         # the parent judges the gradients the optimizer saw
@@ -351,6 +371,11 @@ def verdict_accum(case, obs, ctx):
     p = case.params
     x, y, w, b = case["x"], case["y"], case["w"], case["b"]
     if p.get("poison") is not None:
+        if not bool(np.asarray(obs.get("clean_stepped", False))) or "clean_seen_w" not in obs or \
+                np.array_equal(obs.get("clean_w"), w):
+            return Verdict.fail("skipping a non-finite step is credited only to an accumulate_step that takes the "
+                                "step on finite gradients: on the same micro-batches without the NaN/inf it did "
+                                "not call optimizer.step() (or did not return stepped=True)")
         if bool(np.asarray(obs.get("stepped"))) or "seen_w" in obs:
             return Verdict.fail("a micro-batch produced a non-finite gradient, yet the optimizer stepped: check "
                                 "every gradient with isfinite before optimizer.step() and skip the step")

@@ -80,6 +80,12 @@ def observe_ring(ns, case):
     return obs
 
 
+def _ddp():
+    """Parent-only: what the all-reduces carried (``_a6_data_parallel/ddp.py``)."""
+    from autograder.assignments._a6_data_parallel import ddp
+    return ddp
+
+
 def dataflow(case, obs):
     """None when every rank's messages and result follow from its input and what it received; else why not
     (parent: ``_a6_data_parallel/dataflow.py``)."""
@@ -283,39 +289,6 @@ def _observe_ddp(ns, case, steps):
     return obs
 
 
-def _payloads(obs, r):
-    sizes = np.asarray(obs.get(f"payload_sizes{r}", np.zeros(0)), dtype=np.int64)
-    flat = np.asarray(obs.get(f"payloads{r}", np.zeros(0)), dtype=np.float64)
-    return np.split(flat, np.cumsum(sizes)[:-1]) if len(sizes) else []
-
-
-def launched_buckets(case, obs, r=0):
-    """The buckets rank r's first backward actually communicated: which parameters' gradients each of its
-    all-reduces carried, in launch order, read off the payloads (a gradient, or the gradient / world size).
-    Returns (buckets, None) or (None, why not)."""
-    n = case.params["world"]
-    ev = [(int(kind), int(a)) for rank, kind, a in obs["events"] if rank == r]
-    end = next((i for i, e in enumerate(ev) if e[0] == 3), len(ev))
-    count = sum(1 for kind, _ in ev[:end] if kind == 1)
-    local = [np.ravel(obs[f"local{r}.{name}"]) for name in PARAMS]
-    buckets = []
-    for i, payload in enumerate(_payloads(obs, r)[:count]):
-        bucket, at = [], 0
-        while at < len(payload):
-            for k, g in enumerate(local):
-                seg = payload[at:at + len(g)]
-                if k not in bucket and len(seg) == len(g) and \
-                        any(np.allclose(seg, g * f, rtol=1e-12, atol=1e-15) for f in (1.0, 1.0 / n)):
-                    bucket.append(k)
-                    at += len(g)
-                    break
-            else:
-                return None, (f"rank {r}'s all-reduce #{i} carried {len(payload)} numbers that are not its "
-                              f"parameters' gradients, one after the other (from element {at} on)")
-        buckets.append(bucket)
-    return buckets, None
-
-
 def observe_ddp(ns, case):
     return _observe_ddp(ns, case, case.params.get("steps", 1))
 
@@ -333,7 +306,7 @@ def verdict_buckets(case, obs, ctx):
     bad = _ddp_failed(obs)
     if bad:
         return bad
-    got, why = launched_buckets(case, obs)
+    got, why = _ddp().launched_buckets(case, obs, PARAMS)
     if why:
         return Verdict.fail(f"the buckets are read off the all-reduces your DDP launched: {why}")
     want = expected_buckets(case)
@@ -355,38 +328,6 @@ def verdict_buckets(case, obs, ctx):
                         f"{names(want)} for a cap of {case.params['cap']} bytes")
 
 
-def _from_all_reduce(case, obs, r):
-    """None when rank r's gradients after backward are the all-reduced averages; else why not. The averages
-    are computed here from every rank's payloads, so gradients averaged any other way (the other ranks'
-    models read through shared memory) earn nothing."""
-    n = case.params["world"]
-    loads = [_payloads(obs, q) for q in range(n)]
-    count = min(len(x) for x in loads)
-    local = [np.ravel(obs[f"local{r}.{name}"]) for name in PARAMS]
-    buckets, why = launched_buckets(case, obs, r)
-    if why:
-        return why
-    covered = set()
-    for i, bucket in enumerate(buckets[:count]):
-        total = np.sum([loads[q][i] for q in range(n)], axis=0)
-        at = 0
-        for k in bucket:
-            g = local[k]
-            pre = np.allclose(loads[r][i][at:at + g.size], g / n, rtol=1e-12, atol=1e-15)
-            avg = total[at:at + g.size] if pre else total[at:at + g.size] / n
-            got = np.ravel(obs[f"grad{r}.{PARAMS[k]}"])
-            if not np.allclose(got, avg, rtol=1e-9, atol=1e-12):
-                return (f"rank {r}: {PARAMS[k]}.grad after backward is not the average the all-reduce #{i} "
-                        f"returned: write each bucket's all-reduced sum / world size back into the gradients")
-            covered.add(k)
-            at += g.size
-    if len(covered) < len(PARAMS):
-        missing = [PARAMS[k] for k in range(len(PARAMS)) if k not in covered]
-        return (f"rank {r}: the gradients of {missing} were never all-reduced before backward ended, so they "
-                f"are not averaged over the ranks by communication")
-    return None
-
-
 def verdict_grads(case, obs, ctx):
     bad = _ddp_failed(obs)
     if bad:
@@ -404,7 +345,7 @@ def verdict_grads(case, obs, ctx):
                     if np.allclose(got, factor * num, atol=1e-6, rtol=1e-5):
                         return Verdict.fail(f"rank {r}: {name}.grad is {factor:g} x the average gradient: {why}")
                 return V.check_gradient(f"rank {r}'s averaged gradients", name, got, num, atol=1e-6)
-        why = _from_all_reduce(case, obs, r)
+        why = _ddp().from_all_reduce(case, obs, r, PARAMS)
         if why:
             return Verdict.fail(why)
     return Verdict.ok()
