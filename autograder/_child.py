@@ -125,7 +125,7 @@ def main():
     sys.path[:] = [runtime] + [p for p in sys.path if p] + job["site_dirs"]
     import io
     import linecache
-    from autograder._guard import GUARD, lock_tracemalloc
+    from autograder._guard import GUARD, lock_tracemalloc, protect_imports
     import numpy as np
     savez, asarray, BytesIO, exit_now = np.savez, np.asarray, io.BytesIO, os._exit
     importlib = __import__("importlib")
@@ -160,6 +160,7 @@ def main():
     for i, cell in enumerate(job["cells"]):
         if not guarded and cell["role"] != "preamble":
             lock_tracemalloc()
+            protect_imports()
             GUARD.snapshot()            # what the grader relies on, before any student code
             guarded = True
         filename = f"<cell {cell['id']}>" if cell["role"] != "reference" else f"<reference {cell['id']}>"

@@ -57,6 +57,35 @@ def lock_tracemalloc():
         setattr(_tracemalloc, name, stub)
 
 
+def protect_imports(private=("autograder",)):
+    """The grader's own modules cannot be imported from a student's cell (a cell's code object is named
+    ``<cell ...>``): ``import``, ``__import__``, ``importlib.import_module`` and ``importlib.__import__`` refuse
+    them there, whatever the name was built from. The wrappers live in ``builtins`` and ``importlib``, which
+    the guard watches, so a cell that puts the originals back fails too."""
+    import builtins
+    import importlib
+
+    def refuse(name, depth):
+        if isinstance(name, str) and name.split(".", 1)[0] in private and \
+                sys._getframe(depth).f_code.co_filename.startswith("<cell "):
+            raise IntegrityError(f"graded code may not import the grader's modules ({name}): the grader's "
+                                 f"helpers and expected values are not the student's to use")
+
+    original_import, original_import_module = builtins.__import__, importlib.import_module
+
+    def __import__(name, globals=None, locals=None, fromlist=(), level=0):
+        if not level:
+            refuse(name, 2)
+        return original_import(name, globals, locals, fromlist, level)
+
+    def import_module(name, package=None):
+        refuse(name, 2)
+        return original_import_module(name, package)
+    builtins.__import__ = __import__
+    importlib.__import__ = __import__
+    importlib.import_module = import_module
+
+
 def _watched(name):
     return name.split(".", 1)[0] in WATCHED
 

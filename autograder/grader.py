@@ -273,7 +273,7 @@ def _rejection(err: dict, cell: str = "") -> str:
         name = msg.split("`")[1] if msg.count("`") >= 2 else "a stubbed name"
         return (f"{where} uses `{name}` (reached at run time), which this assignment asks you to write "
                 f"yourself: the part scores 0")
-    return f"{where}: {msg}; the part scores 0"
+    return f"{where}: {msg}; the part scores 0" if where != "your code" else f"{msg}; the part scores 0"
 
 
 def _where(tb: str) -> str:

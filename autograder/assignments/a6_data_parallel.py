@@ -212,8 +212,8 @@ def expected_buckets(case):
 
 
 class DDPComm:
-    """What part 2 hands each rank: rank, size, the world's asynchronous all-reduce, and log. Every
-    all-reduce's payload is recorded, so the parent sees which gradients each one carried."""
+    """What part 2 hands each rank: rank, size and the world's asynchronous all-reduce. Every all-reduce's
+    payload is recorded, so the parent sees which gradients each one carried."""
 
     def __init__(self, comm, trace):
         self.rank, self.size = comm.rank, comm.size
@@ -223,9 +223,6 @@ class DDPComm:
         """Start summing ``array`` over all ranks; ``.wait()`` on the result returns the sum."""
         self._trace.append(np.array(array, dtype=np.float64, copy=True).ravel())
         return self._comm.iall_reduce(array)
-
-    def log(self, *event):
-        self._comm.log(*event)
 
 
 def _ddp_rank(comm, ns, model, case, steps, trace):
@@ -297,6 +294,11 @@ def _ddp_failed(obs):
     if "deadlock" in obs:
         return Verdict.fail(f"backward never finished: {obs['deadlock']}. Launch each bucket's iall_reduce once, "
                             f"in bucket order, and wait for all of them at the end of backward")
+    for r in range(len([k for k in obs if k.startswith("payload_sizes")])):
+        launched = [int(a) for rank, kind, a in obs["events"] if rank == r and kind == 1]
+        if launched != [int(n) for n in obs[f"payload_sizes{r}"]]:     # the world's log vs what was sent
+            return Verdict.rejected(f"rank {r}'s event log lists all-reduces of {launched} elements, but it sent "
+                                    f"{[int(n) for n in obs[f'payload_sizes{r}']]}: the log was written to by hand")
     return None
 
 
@@ -352,10 +354,14 @@ def verdict_grads(case, obs, ctx):
 
 
 def verdict_launch(case, obs, ctx):
-    """Every bucket's all-reduce starts right after its last gradient, in bucket order, before backward ends."""
+    """Every bucket's all-reduce starts right after its last gradient, in bucket order, before backward ends;
+    credited only to all-reduces that carry the gradients."""
     bad = _ddp_failed(obs)
     if bad:
         return bad
+    _, why = _ddp().launched_buckets(case, obs, PARAMS)
+    if why:
+        return Verdict.fail(f"the launches are credited only to all-reduces that carry the gradients: {why}")
     want = expected_buckets(case)
     sizes = [sum(case[PARAMS[k]].size for k in b) for b in want]
     for r in range(case.params["world"]):
@@ -388,6 +394,10 @@ def verdict_train(case, obs, ctx):
     bad = _ddp_failed(obs)
     if bad:
         return bad
+    for r in range(case.params["world"]):       # the ranks agree because they communicated, not otherwise
+        why = _ddp().from_all_reduce(case, obs, r, PARAMS)
+        if why:
+            return Verdict.fail(f"training is credited only to ranks whose gradients were all-reduced: {why}")
     theta = [case[k].copy() for k in PARAMS]
     for step in range(case.params["steps"]):
         grads = _numeric_grads(theta, case["X"][step], case["Y"][step])

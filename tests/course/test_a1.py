@@ -247,7 +247,7 @@ def test_broken_engine_does_not_cascade_into_conv(a1, tmp_path):
            "a1-unbroadcast": "def unbroadcast(grad, shape):\n    return grad\n"}
     r = grade(a1, solution_with(tmp_path / "broken_engine.ipynb", bad))
     got = scores(r)
-    assert got["part2/unbroadcast"] == 4 * 1 / 5     # only the identity case passes
+    assert got["part2/unbroadcast"] == 0     # only the identity case passes: a do-nothing answer earns nothing
     assert all(got[k] == 0 for k in FULL if k.startswith("part3/engine"))
     assert got["part3/numerical_grad"] == 5
     assert all(got[k] == FULL[k] for k in FULL if k.startswith(("part1/", "part4/")))
@@ -270,9 +270,10 @@ def test_engine_that_calls_minigrads_engine_gets_no_credit(a1, tmp_path):
            "    output.backward(None if grad is None else Tensor(grad))\n")
     r = grade(a1, solution_with(tmp_path / "delegates.ipynb", {"a1-engine": src}))
     got = scores(r)
-    assert all(got[k] == 0 for k in FULL if k.startswith("part3/engine")), got
-    assert "used minigrad's own engine" in result_of(r, "part3/engine: diamond").message
-    assert r.score == 100 - 25
+    assert all(got[k] == 0 for k in FULL if k.startswith("part3/")), got     # the whole part: it reached a stub
+    assert ("cell 'a1-engine' line 2 uses `minigrad.autograd.engine.backward` (reached at run time), which this "
+            "assignment asks you to write yourself") in result_of(r, "part3/engine: diamond").message
+    assert r.score == 100 - 30
 
 
 def test_numerical_grad_in_float32_or_in_place_is_caught(a1, tmp_path):

@@ -100,8 +100,9 @@ PLANTED = {
         {"part2/fused values": ["cell 'a7-fuse' line ", "uses `mg.compile`, which this assignment asks you to "
                                                        "write yourself"]}),
     "backward_without_D": (
-        {"part3/attention backward": 0},
-        {"part3/attention backward": ["FlashAttention: backward: gradient w.r.t. `q` wrong at index", "numeric"]}),
+        {"part3/attention backward": 0, "part3/attention memory": 0},      # memory: only beside right gradients
+        {"part3/attention backward": ["FlashAttention: backward: gradient w.r.t. `q` wrong at index", "numeric"],
+         "part3/attention memory": ["the memory is credited only to an attention whose output and gradients"]}),
 }
 
 
