@@ -5,6 +5,7 @@ For every ``solutions/aN_*.ipynb`` this writes ``assignments/aN_*.ipynb`` where
 * every region between ``### BEGIN SOLUTION`` and ``### END SOLUTION`` in a code cell becomes
   ``raise NotImplementedError(...)`` at the indentation of the ``BEGIN`` line (in markdown cells,
   "YOUR ANSWER HERE");
+* every graded cell starts with a ``# GRADED CELL '<id>'`` line, so students see which cells the grader runs;
 * cells marked ``metadata["grader"]["solution_only"] = true`` are dropped;
 * outputs and execution counts are cleared; metadata (the graded cells' ids) is kept;
 * the bytes are deterministic: nbformat's sorted-key JSON, cell ids derived from content when missing;
@@ -82,6 +83,8 @@ def student_notebook(nb, name: str = ""):
             continue
         label = cell_grader_id(cell) or f"{name} cell {i}".strip()
         cell.source = strip_solutions(cell.source, label, markdown=cell.cell_type == "markdown")
+        if cell.cell_type == "code" and cell_grader_id(cell):
+            cell.source = graded_marker(cell_grader_id(cell)) + "\n" + cell.source
         if cell.cell_type == "code":
             cell.outputs = []
             cell.execution_count = None
@@ -99,13 +102,22 @@ def student_notebook(nb, name: str = ""):
     return nb
 
 
+def graded_marker(cell_id: str) -> str:
+    """The first line of every graded cell of a handout: which cell the grader runs, and how it finds it."""
+    return (f"# GRADED CELL '{cell_id}': the grader runs this very cell, found by its id (in the cell's metadata): "
+            f"keep your code here, not in a copy")
+
+
 def submitting_cell(name: str, key: str):
     """The handout's last cell: how to submit, and what the graded cells may not use."""
     text = (f"## Submitting\n\nSubmit **`work/{name}.ipynb`**, the notebook you worked in (`make start A={key}` "
             f"made it), under that name, to the assignment on Gradescope: upload the file itself. Before you do, "
             f"run `make grade A={key}`: it grades that very file as the course's grader will, on the public tests "
-            f"(the grader adds hidden cases). Only the graded cells are run, so keep your experiments in other "
-            f"cells.")
+            f"(the grader adds hidden cases). Only the graded cells are run (each starts with a `# GRADED CELL` line; "
+            f"the grader finds it by an id in its metadata, so keep your code in that very cell, not in a copy), "
+            f"so keep your experiments in other cells. On Gradescope each part runs after the reference solution "
+            f"of the parts before it; `make grade` in your copy of the course has no reference solutions, so there "
+            f"each part runs after your own earlier parts, and an early mistake can also fail later parts.")
     try:
         find_spec_file(key)
     except LookupError:

@@ -81,6 +81,9 @@ class VerdictContext:
 
 
 NOT_IMPLEMENTED = "not implemented yet"
+NO_REFERENCE = ("note: this copy of the course has no reference solutions (they stay with the instructors), so "
+                "each part ran after your own earlier parts: a mistake in an earlier part can fail tests here that "
+                "pass on Gradescope, where every part runs after the reference of the parts before it")
 
 
 # ---- reference cells ----------------------------------------------------------------------------------
@@ -99,11 +102,6 @@ def reference_cells(a: Assignment) -> dict[str, list[tuple[str, str]]] | None:
         missing = [c for p in a.parts for c in p.cells if c not in sol.cells]
         if missing:
             raise ValueError(f"{a.name}: the solution notebook {path} lacks graded cells {missing}")
-    elif a.solution:
-        print(f"autograder: note: {a.name}: no reference solution here ({a.solution}; a student copy has "
-              f"none), so each part runs after your own earlier parts and a mistake there may cost later "
-              f"tests too. The course's grader runs every part on the reference of the parts before it.",
-              file=sys.stderr)
     _reference_cache[a.spec_file] = ref
     return ref
 
@@ -377,11 +375,35 @@ def grade_part(a: Assignment, part: Part, sub_cells: dict[str, str], opts: Grade
         arts = [p for _, v in verdicts for p in v.artifacts]
         results.append(TestResult(part.id, t.name, float(t.points), round(float(score), 4), msg,
                                   t.visibility, arts, n, passed))
-    if jobs and all(j.outcome == "error" and j.message.startswith(NOT_IMPLEMENTED) for j in jobs):
+    if not cell_errors and not missing:
+        _one_error_said_once(results, per_test)
+    cells_unstarted = bool(cell_errors) and all(m.startswith(NOT_IMPLEMENTED) for _, m in cell_errors)
+    if jobs and not forbidden and all(j.outcome == "error" and (j.message.startswith(NOT_IMPLEMENTED) or
+                                                               cells_unstarted) for j in jobs):
+        # (a cell that raised NotImplementedError at its top level defines nothing: its tests fail on names)
         said = ", ".join(f"'{c}'" for c in part.cells if c in sub_cells)
         for r in results:      # one message for the whole part, so the report says it once
             r.message = f"{NOT_IMPLEMENTED}: this part is not started (its cells {said} still raise NotImplementedError)"
     return results, status, notes
+
+
+def _one_error_said_once(results: list[TestResult], per_test: dict[str, list[_Job]]) -> None:
+    """Tests that all failed on the same exception raised by the student's code (a ZeroDivisionError in the
+    one function the part's tests call) get the same message, without their case labels, so the report
+    explains it once for all of them instead of once per test."""
+    first = {}
+    for r in results:
+        jobs = per_test.get(r.name, [])
+        errs = [j.message for j in jobs if j.outcome == "error"]
+        if not r.passed and errs and len(errs) == len([j for j in jobs if j.outcome != "ok"]):
+            first[r.name] = errs[0]
+    counts: dict[str, int] = {}
+    for m in first.values():
+        counts[m] = counts.get(m, 0) + 1
+    for r in results:
+        m = first.get(r.name)
+        if m is not None and counts[m] > 1 and not m.startswith(NOT_IMPLEMENTED):
+            r.message = f"{m}\n(every failing case of these tests raised it)"
 
 
 # ---- one notebook ----------------------------------------------------------------------------------------
@@ -414,6 +436,8 @@ def grade_notebook(path: str | Path, a: Assignment, opts: GradeOptions | None = 
         res.status, res.message = "error", f"grader error: {e}"
         res.tests = _zero_tests(a, opts, f"not graded: {e}")
         return res
+    if ref is None and a.solution:
+        notes.append(NO_REFERENCE)
     bad_cells: set[str] = set()
     status = "ok"
     for part in a.parts:
