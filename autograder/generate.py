@@ -169,6 +169,34 @@ def generate(src: Path, dst: Path) -> dict[Path, bytes]:
     return out
 
 
+TABLE_BEGIN = "<!-- assignment table: generated from the specs by `python -m autograder generate` -->"
+TABLE_END = "<!-- end of the assignment table -->"
+
+
+def assignment_table() -> str:
+    """autograder/README.md's table of assignments, one row per spec (its ``summary`` says what it grades)."""
+    from .spec import BUILTIN_SPEC_DIR, list_assignments
+    rows = ["| id | notebook (source → student copy) | spec | graded on | points |", "| --- | --- | --- | --- | --- |"]
+    for name in list_assignments():
+        spec = find_spec_file(name)
+        if spec.parent != BUILTIN_SPEC_DIR:
+            continue                     # only the course's own specs (not --spec-dir ones)
+        a = load_assignment(name)
+        where = f"`assignments/{spec.name}/` ({', '.join(f.stem for f in sorted(spec.glob('*.py')) if f.stem != '__init__')})" \
+            if spec.is_dir() else f"`assignments/{spec.name}`"
+        rows.append(f"| {a.id} | `{a.solution}` → `assignments/{a.notebook}` | {where} | {a.summary or a.title} | "
+                    f"{a.max_score:g} ({len(a.parts)} parts) |")
+    return "\n".join(rows)
+
+
+def readme_with_table(text: str) -> str:
+    """`text` (autograder/README.md) with the generated table between its markers."""
+    head, sep, rest = text.partition(TABLE_BEGIN)
+    if not sep or TABLE_END not in rest:
+        raise GenerateError(f"autograder/README.md: no {TABLE_BEGIN!r} ... {TABLE_END!r} block for the table")
+    return head + TABLE_BEGIN + "\n" + assignment_table() + "\n" + TABLE_END + rest.split(TABLE_END, 1)[1]
+
+
 def main(src: Path = Path("solutions"), dst: Path = Path("assignments"), check: bool = False,
          force: bool = False) -> int:
     if not src.is_dir():
@@ -180,6 +208,19 @@ def main(src: Path = Path("solutions"), dst: Path = Path("assignments"), check: 
     except GenerateError as e:
         print(f"generate: {e}", file=sys.stderr)
         return 1
+    readme = Path(__file__).resolve().parent / "README.md"
+    try:
+        table = readme_with_table(readme.read_text())
+    except GenerateError as e:
+        print(f"generate: {e}", file=sys.stderr)
+        return 1
+    if table != readme.read_text():
+        if check:
+            print(f"generate --check: {readme} has an out-of-date assignment table", file=sys.stderr)
+            print("run `make assignments` (python -m autograder generate) and commit the result", file=sys.stderr)
+            return 1
+        readme.write_text(table)
+        print(f"wrote the assignment table of {readme}")
     stale = [p for p, data in files.items() if not p.exists() or p.read_bytes() != data]
     edited = [p for p in stale if p.exists() and edited_by_hand(p)]
     if check:

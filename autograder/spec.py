@@ -158,6 +158,8 @@ class Assignment:
     forbidden: list[str] = field(default_factory=list)   # dotted names a graded cell may not use: its
     #   part scores 0 (e.g. "minigrad.ops" when students rewrite minigrad's ops). Checked on the cell's syntax
     #   tree (autograder/forbidden.py): imports and attribute uses, not comments or the student's own names.
+    summary: str = ""              # what each part is graded on, in a sentence or two: autograder/README.md's
+    #                                assignment table is generated from it (python -m autograder generate)
     requirements: list[str] = field(default_factory=list)   # distributions grading needs besides numpy,
     #   nbformat and tqdm that no import of the spec shows (a4: "scikit-learn", reached via minigrad.datasets);
     #   the Gradescope bundle pins them with what the spec's own imports need (autograder/bundle.py)

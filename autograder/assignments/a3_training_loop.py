@@ -432,6 +432,9 @@ ASSIGNMENT = Assignment(
     timeout=30,
     memory_mb=2048,
     # Adam*, the schedulers, clipping (nn.utils), PyTorch; mg.optim.SGD and mg.optim.Optimizer stay allowed
+    summary="AdamW trajectories vs minigrad's AdamW in float64 (to 1e-12) and its extra memory (the grader's meter); "
+            "the warmup + cosine rate at every step vs minigrad's warmup_cosine; global-norm clipping; accumulated "
+            "gradients vs the full batch's, and a skipped non-finite step credited only beside finite steps taken",
     forbidden=["minigrad.optim.Adam", "minigrad.optim.AdamW", "minigrad.optim.adam", "minigrad.optim.adam_update",
                "minigrad.optim.lr_scheduler", "minigrad.nn.utils", "torch"],
     parts=[

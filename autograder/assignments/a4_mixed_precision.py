@@ -406,6 +406,10 @@ ASSIGNMENT = Assignment(
     timeout=30,
     memory_mb=2048,
     forbidden=FORBIDDEN,
+    summary="the scale trace on scripted overflows vs minigrad's GradScaler (exactly); in-place unscale and inf/NaN "
+            "detection; unscaled float16 gradients vs float64; skipped steps bit-identical, small updates "
+            "accumulating in float32 masters; bytes the graph saves for backward <= 0.55x float32; a float16 digits "
+            "model converging with the student's scaler where the unscaled one stalls",
     requirements=["scikit-learn"],      # part 5 trains on the digits, which minigrad.datasets takes from it
     parts=[
         Part("part1", "The dynamic loss scale", cells=["a4-scaler"], names=["LossScaler"], stubs=STUBS,

@@ -354,6 +354,10 @@ ASSIGNMENT = Assignment(
     timeout=40,
     memory_mb=2048,
     forbidden=FORBIDDEN,
+    summary="checkpointed gradients vs central differences and the plain run (dropout replayed, in-place edits "
+            "caught); activation bytes from the pool's events and bytes kept outside the pool vs minigrad's "
+            "checkpoint (1.1x); checkpoint_sequential's segments; planned offsets checked by the parent (no two live "
+            "tensors overlap), the arena within 1.1x of minigrad's plan",
     parts=[
         Part("part1", "checkpoint", cells=["a5-checkpoint"], names=["checkpoint"], stubs=STUBS,
              objective="keep a region's inputs, recompute its activations in backward, replay the RNG",

@@ -441,6 +441,10 @@ ASSIGNMENT = Assignment(
     memory_mb=2048,
     # all of minigrad.distributed (its collectives, DDP and their re-exports): the grader hands each rank its
     # world, so a graded cell never needs to import it (the notebook's SimWorld cell is not graded)
+    summary="the student's ring all-reduce on a recorded world of 2-6 ranks given only send and recv: sums vs NumPy, "
+            "every message and result traced back to what each rank received, 2(N-1)/N bytes per rank, neighbour-"
+            "only messages, deadlocks named; bucketed DDP: buckets read off the all-reduces launched from hooks "
+            "before backward ends, gradients the all-reduced averages and vs float64 central differences",
     forbidden=["minigrad.distributed"],
     parts=[
         Part("part1", "Ring all-reduce", cells=["a6-ring"], names=["ring_all_reduce"],

@@ -374,6 +374,10 @@ ASSIGNMENT = Assignment(
               "'sin': 'np.sin', 'cos': 'np.cos', 'tanh': 'np.tanh', 'maximum': 'np.maximum', "
               "'minimum': 'np.minimum'}\n"),
     timeout=30, memory_mb=2048, forbidden=FORBIDDEN,
+    summary="the student's chains vs minigrad's fusion pass (named rule broken: a reduction inside, a value read "
+            "outside); fused graphs' values vs NumPy and gradients vs float64 central differences; peak temporaries "
+            "<= output + 8 blocks; attention values and gradients vs NumPy/central differences; peak bytes at "
+            "L=2048 <= 1/4 of the LxS score matrix",
     parts=[
         Part("part1", "Maximal chains", cells=["a7-chains"], names=["find_chains"], stubs=STUBS,
              objective="chains of elementwise ops with one exit, never across a reduction", tests=[

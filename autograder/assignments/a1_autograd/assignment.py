@@ -85,6 +85,9 @@ ASSIGNMENT = Assignment(
     timeout=20,
     memory_mb=2048,
     forbidden=FORBIDDEN,
+    summary="forward values vs NumPy; gradients vs float64 central differences; the student's engine on diamonds, "
+            "reuse, broadcasting, a deep chain, accumulation (in a child whose minigrad has no engine); conv2d via "
+            "im2col",
     parts=[
         Part("part1", "Elementwise ops", cells=["a1-mul", "a1-div", "a1-exp", "a1-log", "a1-relu"],
              names=["Mul", "Div", "Exp", "Log", "ReLU"], stubs=STUBS["part1"],

@@ -41,6 +41,9 @@ ASSIGNMENT = Assignment(
     preamble="import numpy as np\nimport minigrad as mg\n",
     timeout=30,
     memory_mb=2048,
+    summary="the blocks and segments the student's allocator handed out, checked by the parent (no overlap, "
+            "alignment, bounds, a segment log only the grader's device writes); peak reserved bytes and unused bytes "
+            "on real minigrad training traces against 1.25x the reference's; OOM retry and an \"8 GB card\"",
     forbidden=["minigrad.memory", "*._ALLOCATORS", "*.get_allocator"],   # minigrad's pool and its registry
     parts=[
         Part("part1", "Sizes, pools and a bump allocator", cells=["a2-base", "a2-sizes", "a2-bump"], stubs=STUBS,
