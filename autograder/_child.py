@@ -122,7 +122,7 @@ def main():
         os._exit(3)
     put("sandbox.json", {"ok": True, "notes": notes})
 
-    sys.path[:] = [runtime] + [p for p in sys.path if p] + job["site_dirs"]
+    sys.path[:] = [job.get("code_dir", runtime)] + [p for p in sys.path if p] + job["site_dirs"]
     import io
     import linecache
     from autograder._guard import GUARD, lock_tracemalloc, protect_imports

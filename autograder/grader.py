@@ -106,6 +106,42 @@ def reference_cells(a: Assignment) -> dict[str, list[tuple[str, str]]] | None:
     return ref
 
 
+_handout_cache: dict[str, dict[str, str] | None] = {}
+
+
+def handout_cells(a: Assignment) -> dict[str, str] | None:
+    """{graded cell id: source} of the assignment's handout as generated (from the solution notebook, or the
+    handout itself where there is no solution); None when neither is here."""
+    if a.spec_file not in _handout_cache:
+        cells = None
+        try:
+            sol = a.solution_path()
+            if sol is not None:
+                import nbformat
+                from .generate import student_notebook
+                from .notebook import cell_grader_id, python_source
+                nb = student_notebook(nbformat.read(str(sol), as_version=4), Path(a.notebook).stem)
+                cells = {cell_grader_id(c): python_source(c.source) for c in nb.cells
+                         if c.cell_type == "code" and cell_grader_id(c)}
+            else:
+                handout = Path(a.spec_root()).parent / "assignments" / a.notebook
+                if handout.is_file():
+                    cells = load_submission(handout).cells
+        except Exception:
+            cells = None
+        _handout_cache[a.spec_file] = cells
+    return _handout_cache[a.spec_file]
+
+
+def not_started(a: Assignment, part: Part, sub_cells: dict[str, str]) -> bool:
+    """Are the part's graded cells exactly the handout's, which raise NotImplementedError? Then there is
+    nothing of the student's to run: the part is not started, and no child is needed to say so."""
+    handout = handout_cells(a)
+    if not handout or not any("NotImplementedError" in handout.get(c, "") for c in part.cells):
+        return False
+    return all(c in sub_cells and c in handout and sub_cells[c].strip() == handout[c].strip() for c in part.cells)
+
+
 def _forbidden_message(a: Assignment, part: Part, sub_cells: dict[str, str]) -> str:
     """Why the part scores 0 when a graded cell uses what the assignment asks students to write; "" if none."""
     return forbidden_message(a.forbidden, a.preamble, [(cid, sub_cells.get(cid, "")) for cid in part.cells])
@@ -312,6 +348,10 @@ def grade_part(a: Assignment, part: Part, sub_cells: dict[str, str], opts: Grade
     if forbidden:
         for j in jobs:
             j.outcome, j.message = "forbidden", forbidden
+    if not forbidden and not missing and not_started(a, part, sub_cells):
+        for j in jobs:
+            if j.outcome == "pending":
+                j.outcome, j.message = "error", f"{NOT_IMPLEMENTED} (the handout's cells, untouched)"
     cell_errors: list[tuple[str, str]] = []  # (cell id, message) of graded cells that raised
     rejected: list[str] = []                 # a stub reached, the grader patched: the part scores 0
     limits = sandbox.Limits(timeout_s=opts.timeout or part.timeout or a.timeout,

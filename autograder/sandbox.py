@@ -133,17 +133,21 @@ def run_child(*, spec_file: str, spec_module: str, cells: list[dict], jobs: list
     the child ran as the child's (batch grading runs one grader process per submission).
     """
     import numpy as np
+    from .runtime import shared
     _set_subreaper(True)
     caps = capabilities()
-    template = runtime_template(spec_file, spec_extra)
+    template = runtime_template(spec_file, spec_extra, stubs)
     box = Path(tempfile.mkdtemp(prefix="autograder-box-"))
     cgroup = None
     try:
-        runtime, work, out = box / "runtime", box / "work", box / "out"
-        shutil.copytree(template, runtime)
-        if stubs:
-            from .stubs import apply
-            apply(runtime / "minigrad", stubs)
+        runtime, work, out = box / "job", box / "work", box / "out"
+        if shared():                # the child can read the template but not change it: no copy needed
+            code = template
+            runtime.mkdir()
+        else:                       # else a copy of its own, so no child changes what a later one imports
+            code = box / "runtime"
+            shutil.copytree(template, code)
+            runtime.mkdir()
         (work / "tmp").mkdir(parents=True)
         out.mkdir()
         np.savez(runtime / "inputs.npz", **inputs)
@@ -158,10 +162,11 @@ def run_child(*, spec_file: str, spec_module: str, cells: list[dict], jobs: list
             nproc = _user_tasks(uid) + limits.nproc_headroom
         else:
             cgroup = _make_cgroup(limits.nproc_headroom)
-        read_dirs = [str(runtime), sys.base_prefix, sys.base_exec_prefix, *site_dirs(),
+        read_dirs = [str(runtime), str(code), sys.base_prefix, sys.base_exec_prefix, *site_dirs(),
                      "/usr", "/lib", "/lib64", "/bin", "/etc", "/proc", "/sys/devices/system/cpu"]
         job = {
             "spec_module": spec_module,
+            "code_dir": str(code),
             "site_dirs": site_dirs(),
             "out_dir": str(out),
             "limits": {"cpu_s": limits.cpu_s, "memory_mb": limits.memory_mb, "fsize_mb": limits.fsize_mb,
@@ -179,6 +184,7 @@ def run_child(*, spec_file: str, spec_module: str, cells: list[dict], jobs: list
                 os.chown(p, uid, -1)
             for p in (box, runtime):
                 p.chmod(0o755)
+            (runtime / "inputs.npz").chmod(0o644)
         stderr_path = box / "stderr.txt"
         env = {"PATH": "/usr/bin:/bin", "HOME": str(work), "TMPDIR": str(work / "tmp"), "LANG": "C.UTF-8",
                "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
@@ -191,7 +197,7 @@ def run_child(*, spec_file: str, spec_module: str, cells: list[dict], jobs: list
         with open(stderr_path, "wb") as err:
             with _lock:
                 proc = subprocess.Popen(
-                    [sys.executable, "-I", "-S", "-B", str(runtime / "autograder" / "_child.py"), str(r),
+                    [sys.executable, "-I", "-S", "-B", str(code / "autograder" / "_child.py"), str(r),
                      str(runtime / "job.json")],
                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, cwd=work, env=env,
                     pass_fds=(r,), start_new_session=True, close_fds=True, **extra)

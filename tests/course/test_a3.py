@@ -7,8 +7,6 @@ Planted bugs live in a3_variants/, one file per submission (patches of the solut
 ``# %% [cell-id] patch`` format of course_support.py).
 """
 import re
-import sys
-import time
 from pathlib import Path
 
 import nbformat
@@ -117,14 +115,8 @@ def test_forbidden_patterns_catch_minigrads_versions_but_not_the_solution(a3):
         assert not hits(src), gid
 
 
-def test_solution_scores_full_marks_with_hidden_cases_quickly(a3, tmp_path):
-    t0 = time.monotonic()
-    r = grade(a3, SOLUTION, tmp_path, hidden=True)
-    assert r.score == r.max_score == 40 and r.status == "ok", [(t.key, t.message) for t in r.tests if not t.passed]
-    assert all(t.cases_passed == t.cases for t in r.tests)
-    assert time.monotonic() - t0 < 60
-    assert "budget" in result_of(r, "part1/optimizer memory").message or \
-        result_of(r, "part1/optimizer memory").message.startswith("passed")
+
+# (the solution's full marks, hidden cases on, are checked beside the hostile corpus: tests/autograder/test_hostile_course.py)
 
 
 def test_self_check_in_process_passes_on_the_solution(capsys):
