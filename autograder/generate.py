@@ -176,14 +176,15 @@ TABLE_END = "<!-- end of the assignment table -->"
 def assignment_table() -> str:
     """autograder/README.md's table of assignments, one row per spec (its ``summary`` says what it grades)."""
     from .spec import BUILTIN_SPEC_DIR, list_assignments
-    rows = ["| id | notebook (source → student copy) | spec | graded on | points |", "| --- | --- | --- | --- | --- |"]
+    rows = ["| id | notebook (source → student copy) | spec | graded on | points |",
+            "| --- | --- | --- | --- | --- |"]
     for name in list_assignments():
         spec = find_spec_file(name)
         if spec.parent != BUILTIN_SPEC_DIR:
             continue                     # only the course's own specs (not --spec-dir ones)
         a = load_assignment(name)
-        where = f"`assignments/{spec.name}/` ({', '.join(f.stem for f in sorted(spec.glob('*.py')) if f.stem != '__init__')})" \
-            if spec.is_dir() else f"`assignments/{spec.name}`"
+        modules = ", ".join(f.stem for f in sorted(spec.glob("*.py")) if f.stem != "__init__")
+        where = f"`assignments/{spec.name}/` ({modules})" if spec.is_dir() else f"`assignments/{spec.name}`"
         rows.append(f"| {a.id} | `{a.solution}` → `assignments/{a.notebook}` | {where} | {a.summary or a.title} | "
                     f"{a.max_score:g} ({len(a.parts)} parts) |")
     return "\n".join(rows)

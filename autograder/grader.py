@@ -415,7 +415,7 @@ def grade_part(a: Assignment, part: Part, sub_cells: dict[str, str], opts: Grade
         arts = [p for _, v in verdicts for p in v.artifacts]
         results.append(TestResult(part.id, t.name, float(t.points), round(float(score), 4), msg,
                                   t.visibility, arts, n, passed))
-    if not cell_errors and not missing:
+    if not cell_errors and not missing and not forbidden:
         _one_error_said_once(results, per_test)
     cells_unstarted = bool(cell_errors) and all(m.startswith(NOT_IMPLEMENTED) for _, m in cell_errors)
     if jobs and not forbidden and all(j.outcome == "error" and (j.message.startswith(NOT_IMPLEMENTED) or
@@ -423,7 +423,8 @@ def grade_part(a: Assignment, part: Part, sub_cells: dict[str, str], opts: Grade
         # (a cell that raised NotImplementedError at its top level defines nothing: its tests fail on names)
         said = ", ".join(f"'{c}'" for c in part.cells if c in sub_cells)
         for r in results:      # one message for the whole part, so the report says it once
-            r.message = f"{NOT_IMPLEMENTED}: this part is not started (its cells {said} still raise NotImplementedError)"
+            r.message = (f"{NOT_IMPLEMENTED}: this part is not started (its cells {said} still raise "
+                         f"NotImplementedError)")
     return results, status, notes
 
 

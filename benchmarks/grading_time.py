@@ -50,10 +50,12 @@ def main():
             wall, cpu = run(root, py if Path(py).exists() else sys.executable, folder, args.hidden)
             rows[name].append((wall, cpu))
             print(f"{name:6} run {i + 1}: wall {wall:6.1f} s   cpu {cpu:6.1f} s", flush=True)
-    print(f"\n{'checkout':10} {'min wall (s)':>13} {'min cpu (s)':>12}   ({len(list(folder.glob('*.ipynb')))} notebooks, "
+    n = len(list(folder.glob("*.ipynb")))
+    print(f"\n{'checkout':10} {'min wall (s)':>13} {'min cpu (s)':>12}   ({n} notebooks, "
           f"{'hidden cases' if args.hidden else 'public cases'})")
     for name, root in checkouts:
-        print(f"{name + ' ' + root.name:10} {min(w for w, _ in rows[name]):13.1f} {min(c for _, c in rows[name]):12.1f}")
+        walls, cpus = [w for w, _ in rows[name]], [c for _, c in rows[name]]
+        print(f"{name + ' ' + root.name:10} {min(walls):13.1f} {min(cpus):12.1f}")
     shutil.rmtree(folder.parent)
 
 

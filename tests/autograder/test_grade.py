@@ -134,10 +134,11 @@ def test_child_job_never_names_the_repository_secrets(make_sub, a0, tmp_path):
     from autograder.spec import ROOT
     keep = tmp_path / "box"
     grade_notebook(make_sub(), a0, GradeOptions(hidden=True, keep_sandbox=keep))
-    job = (keep / "runtime" / "job.json").read_text()
+    job = (keep / "job" / "job.json").read_text()
     for secret in ("/solutions", "/hidden", str(ROOT / "autograder"), str(ROOT / "tests")):
         assert secret not in job
-    files = {p.relative_to(keep / "runtime").as_posix() for p in (keep / "runtime").rglob("*.py")}
+    code = Path(json.loads(job)["code_dir"])            # the runtime template the child imports from
+    files = {p.relative_to(code).as_posix() for p in code.rglob("*.py")}
     assert "autograder/assignments/a0_demo.py" in files
     assert not any("hidden" in f or "solution" in f or f.endswith(("grader.py", "sandbox.py")) for f in files)
 

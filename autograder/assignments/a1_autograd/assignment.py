@@ -64,10 +64,12 @@ FORBIDDEN = [
 # asks for, so no route to them exists while the part is graded. Parts 1, 2 and 4 keep minigrad's engine (it
 # runs the student's ops); part 3 keeps minigrad's ops (its graphs are made of them) and loses the engine.
 STUBS = {
-    "part1": [f"minigrad.ops.elementwise.{n}" for n in ("Mul", "Div", "Exp", "Log")] + ["minigrad.ops.nn.activation.ReLU"],
+    "part1": [f"minigrad.ops.elementwise.{n}" for n in ("Mul", "Div", "Exp", "Log")]
+             + ["minigrad.ops.nn.activation.ReLU"],
     "part2": ["minigrad.ops.reduce.Sum", "minigrad.ops.reduce.LogSumExp", "minigrad.ops.reduce._expand_back",
               "minigrad.ops.linalg.MatMul", "minigrad.ops.shape.Reshape", "minigrad.ops.shape.Transpose",
-              "minigrad.ops.shape.Permute", "minigrad.ops.nn.activation.Softmax", "minigrad.ops.nn.activation.LogSoftmax",
+              "minigrad.ops.shape.Permute", "minigrad.ops.nn.activation.Softmax",
+              "minigrad.ops.nn.activation.LogSoftmax",
               "minigrad.ops.nn.loss"],
     "part3": ["minigrad.autograd.engine", "minigrad.autograd.function.AccumulateGrad.accumulate",
               "minigrad.autograd.gradcheck"],

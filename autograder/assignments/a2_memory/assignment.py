@@ -91,7 +91,8 @@ ASSIGNMENT = Assignment(
                 _case("MLP 64-512-512-10 trace", "CoalescingAllocator", TRAIN_MLP),
                 _case("CNN 4-8 channels trace", "CoalescingAllocator", TRAIN_CNN)]),
         ]),
-        Part("part4", "Out of memory, and minigrad on your pool", cells=["a2-oom"], names=["StudentAllocator"], stubs=STUBS,
+        Part("part4", "Out of memory, and minigrad on your pool", cells=["a2-oom"], names=["StudentAllocator"],
+             stubs=STUBS,
              objective="When the device is full, release the cache and retry, then raise OutOfMemoryError; "
                        "train a model on memory your allocator hands out.", tests=[
             Test("retry after empty_cache", 2, observe_ops, verdict_oom, inputs_ops, partial=True, cases=[
