@@ -8,7 +8,7 @@ from course_support import solution_cells
 from workflow_support import copy_repo, make
 
 pytestmark = pytest.mark.skipif(not (ROOT / ".git").exists(), reason="copies the repository's tracked files")
-SKIP = ("tests/", "benchmarks/", "docs/")
+SKIP = ("tests/", "benchmarks/", "docs/", "lectures/", "site/")     # what make start/grade/assignments never read
 
 
 def set_cell(path, cell_id, source):
