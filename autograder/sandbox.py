@@ -36,7 +36,7 @@ from pathlib import Path
 
 from .containment import (Capabilities, _kill_cgroup, _live_children, _lock, _make_cgroup, _set_subreaper,
                           _starttime, _sweep, _user_tasks, capabilities, process_limit_mode)
-from .runtime import CHILD_FILES, minigrad_dir, runtime_template, site_dirs
+from .runtime import CHILD_FILES, _rmtree, minigrad_dir, runtime_template, site_dirs
 
 __all__ = ["CHILD_FILES", "Capabilities", "ChildRun", "Limits", "capabilities", "load_observation",
            "minigrad_dir", "process_limit_mode", "run_child", "runtime_template", "site_dirs"]
@@ -265,15 +265,3 @@ def run_child(*, spec_file: str, spec_module: str, cells: list[dict], jobs: list
             _kill_cgroup(cgroup)
         _set_subreaper(False)
         _rmtree(box)
-
-
-def _rmtree(path: Path) -> None:
-    """Remove a sandbox folder even if the student made parts of it unreadable."""
-    def fix(func, p, _exc):
-        try:
-            os.chmod(os.path.dirname(p), 0o700)
-            os.chmod(p, 0o700)
-            func(p)
-        except OSError:
-            pass
-    shutil.rmtree(path, onerror=fix)
