@@ -123,7 +123,7 @@ def test_untracked_files_stay_out_and_a_refused_release_leaves_nothing(tmp_path)
     spec.write_text(spec.read_text() + "\n\ndef leaked(t, base_lr, warmup_steps, total_steps, min_lr):\n"
                     "    if t < warmup_steps:\n        return base_lr * (t + 1) / (warmup_steps + 1)\n"
                     "    if t >= total_steps:\n        return min_lr\n")
-    with pytest.raises(ReleaseError, match="a spec holds solution code.*a3_training_loop.py line .*a3-schedule"):
+    with pytest.raises(ReleaseError, match="(?s)a spec holds solution code.*a3_training_loop.py line .*a3-schedule"):
         build_release(tmp_path / "rel2", root=repo)
     spec.write_text(spec.read_text().split("\n\ndef leaked")[0])
     (repo / "assignments" / "notes.md").write_text("### BEGIN SOLUTION\nx = 1\n")   # a leak: refused, nothing left

