@@ -25,7 +25,7 @@ import numpy as np
 from . import sandbox
 from .forbidden import forbidden_message
 from .messages import (NO_REFERENCE, NOT_IMPLEMENTED, REJECTED, _one_error_said_once, _rejection,  # noqa: F401
-                       _relevant_cell_error, _student_error_message)
+                       _relevant_cell_error, _student_error_message, own_helper_hint)
 from .notebook import NotebookError, load_submission
 from .results import SubmissionResult, TestResult, worst
 from .spec import Assignment, Case, Part, Test, Verdict
@@ -307,6 +307,11 @@ def grade_part(a: Assignment, part: Part, sub_cells: dict[str, str], opts: Grade
         st = _run_group(a, part, sub_cells, ref, bad_cells, group, inputs, list(stubs), preload, limits, opts,
                         notes, cell_errors, rejected)
         status = worst(status, st)
+    if ref is not None:          # a helper of the student's earlier cells is not there: say why
+        earlier = [(q.id, c, sub_cells[c]) for q in a.parts[:a.parts.index(part)] for c in q.cells if c in sub_cells]
+        cell_errors[:] = [(c, own_helper_hint(m, earlier)) for c, m in cell_errors]
+        for j in jobs:
+            j.message = own_helper_hint(j.message, earlier)
     if rejected and not forbidden:
         forbidden = rejected[0]
     # ---- verdicts, here in the parent --------------------------------------------------------------

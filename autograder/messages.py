@@ -81,3 +81,25 @@ def _one_error_said_once(results: list[TestResult], per_test: dict) -> None:
         m = first.get(r.name)
         if m is not None and counts[m] > 1 and not m.startswith(NOT_IMPLEMENTED):
             r.message = f"{m}\n(every failing case of these tests raised it)"
+
+
+def own_helper_hint(message: str, earlier_cells: list[tuple[str, str, str]]) -> str:
+    """`message` with a hint when it is a NameError for a name the student defined in a graded cell of an
+    earlier part (`earlier_cells`: [(part id, cell id, source)]): later parts run after the reference of the
+    earlier ones, not after the student's own cells."""
+    import ast
+    m = re.search(r"NameError: name '(\w+)' is not defined", message)
+    if not m:
+        return message
+    for part_id, cid, src in earlier_cells:
+        try:
+            tree = ast.parse(src)
+        except SyntaxError:
+            continue
+        names = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+        names |= {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+        if m.group(1) in names:
+            return (f"{message}\n(`{m.group(1)}` is defined in your cell '{cid}' of {part_id}: each part is graded "
+                    f"after the reference solution of the parts before it, not after your cells, so a helper a "
+                    f"later part uses must be defined in that part's own cell)")
+    return message
