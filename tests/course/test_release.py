@@ -127,7 +127,7 @@ def test_untracked_files_stay_out_and_a_refused_release_leaves_nothing(tmp_path)
         build_release(tmp_path / "rel2", root=repo)
     spec.write_text(spec.read_text().split("\n\ndef leaked")[0])
     (repo / "assignments" / "notes.md").write_text("### BEGIN SOLUTION\nx = 1\n")   # a leak: refused, nothing left
-    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+    subprocess.run(["git", "add", "assignments/notes.md"], cwd=repo, check=True)
     with pytest.raises(ReleaseError, match="would leak"):
         build_release(tmp_path / "rel3", root=repo)
     assert not (tmp_path / "rel3").exists() and not list(tmp_path.glob(".rel3-*"))
