@@ -65,7 +65,16 @@ def _sources(spec_file: str, extra) -> list[tuple[str, Path]]:
     return out
 
 
-def _build(dst: Path, sources, stubs) -> None:
+def _build(dst: Path, sources, stubs, base: Path | None = None) -> None:
+    if base is not None:                 # the template without stubs, compiled: copy it, rewrite the stubs only
+        shutil.copytree(base, dst)
+        for p in [dst, *dst.rglob("*")]:
+            p.chmod(0o755 if p.is_dir() else 0o644)
+        from .stubs import apply
+        apply(dst / "minigrad", stubs)
+        for p in [dst, *dst.rglob("*")]:
+            p.chmod(0o555 if p.is_dir() else 0o444)
+        return
     ag = dst / "autograder"
     (ag / "assignments").mkdir(parents=True)
     (ag / "__init__.py").write_text('"""The autograder inside the sandbox: only what spec modules import."""\n\n\n'
@@ -106,9 +115,10 @@ def runtime_template(spec_file: str, extra: list | None = None, stubs=()) -> Pat
         root = _private_root
     final = root / name
     if not (final / "autograder" / "_child.py").is_file():
+        base = runtime_template(spec_file, extra) if stubs else None
         tmp = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=root))
         try:
-            _build(tmp / "t", sources, stubs)
+            _build(tmp / "t", sources, stubs, base)
             (tmp / "t").chmod(0o755)
             try:
                 os.rename(tmp / "t", final)          # atomic: a concurrent grader may have made it first
