@@ -12,9 +12,17 @@ turns a deadlock into an immediate, precise report of which rank waits for which
 killed at its wall-clock limit. Part 2 uses the world's own all-reduce (``comm.iall_reduce``), never the
 student's part 1, so the parts do not cascade.
 
+Threads share memory, so a rank could read the others' inputs instead of receiving them. That is no
+shortcut here: part 1 hands each rank only ``send`` and ``recv`` (``RingComm``; the world's own all-reduce is
+a stub in that child), records every payload, and the parent replays each rank's knowledge: every number a
+rank sends or returns must be a sum of numbers it had (its input, what it received), or the part fails
+(``_a6_data_parallel/dataflow.py``). Part 2 reads the buckets off the payloads the all-reduces carried and
+requires the gradients to be the all-reduced averages (``_a6_data_parallel/ddp.py``); a log of events that
+disagrees with the payloads rejects the part.
+
 Expected values come from NumPy in the parent: sums of the inputs, byte counts of the ring's cost model
-2(N-1)/N x size, bucket assignments from the parameters' sizes, and gradients by float64 central differences
-of the global mean loss of a small tanh MLP.
+2(N-1)/N x size, bucket assignments by minigrad's own ``assign_buckets``, and gradients by float64 central
+differences (the grader's ``numeric_vjp``) of the global mean loss of a small tanh MLP.
 """
 import itertools
 

@@ -11,10 +11,11 @@ How each part is judged (in the parent; the child runs the student's code and re
   the first rule a wrong chain breaks (a non-elementwise node in it, a value read outside it...).
 - fused graphs: values against the program run by NumPy in the parent, gradients (through the student's
   fused op) against float64 central differences of that NumPy program, and the peak of temporary bytes
-  (tracemalloc in the child; the child could lie about this number, as about any observation it makes of
-  itself) against the output plus a few blocks, which eager evaluation cannot meet.
+  (the grader's checked meter in the child, credited only beside a whole right output) against the output
+  plus a few blocks, which eager evaluation cannot meet.
 - attention: values against NumPy softmax attention, gradients against central differences, and the peak
-  bytes of forward + backward at L = S = 2048 against a quarter of the (L, S) score matrix.
+  bytes of forward + backward at L = S = 2048 against a quarter of the (L, S) score matrix, credited only
+  beside the right output and gradients (minigrad's own attention, in the parent).
 
 No solution code lives here: expected values come from NumPy formulas, central differences, or minigrad's
 own fusion pass run in the parent.
