@@ -42,11 +42,13 @@ class MPIBackend:
             sys.stderr.flush()
             os._exit(1)
 
-    def __init__(self, group):
+    def __init__(self, group, comm=None):
         MPI = mpi()
         self.group = group
-        atexit.register(self._exit_if_broken)  # registered after mpi4py's finalizer, so it runs before it
-        self.comm = MPI.COMM_WORLD.Dup()
+        if comm is None:  # the world; a subgroup brings its communicator (new_subgroup)
+            atexit.register(self._exit_if_broken)  # registered after mpi4py's finalizer, so it runs before it
+            comm = MPI.COMM_WORLD.Dup()
+        self.comm = comm
         self.comm.Set_errhandler(MPI.ERRORS_RETURN)  # failures raise in Python instead of aborting
         if self.comm.Get_size() != group.size or self.comm.Get_rank() != group.rank:
             raise DistributedError(
@@ -55,6 +57,12 @@ class MPIBackend:
                 f"the job with mpiexec -n {group.size} or python -m minigrad.distributed.run")
         self.ops = {ReduceOp.SUM: MPI.SUM, ReduceOp.AVG: MPI.SUM, ReduceOp.PRODUCT: MPI.PROD,
                     ReduceOp.MIN: MPI.MIN, ReduceOp.MAX: MPI.MAX}
+
+    def new_subgroup(self, group):
+        """The backend of subgroup ``group`` (its global ``ranks``): MPI_Comm_create_group, which only the
+        members call (they have all met at the store first, so none waits here for a dead one)."""
+        comm = self.comm.Create_group(self.comm.Get_group().Incl(group.ranks))
+        return MPIBackend(group, comm)
 
     # --- helpers -------------------------------------------------------------------------------------
     def _work(self, name, requests, finish=None):
@@ -103,6 +111,18 @@ class MPIBackend:
 
     def reduce_scatter(self, output, inputs, op):
         send = np.ascontiguousarray(np.stack([np.asarray(a.get() if hasattr(a, "get") else a) for a in inputs]))
+        buf, back = self._buffer(output)
+        req = self.comm.Ireduce_scatter_block(send, buf, op=self.ops[op])
+        avg = (lambda: np.divide(buf, self.group.size, out=buf)) if op is ReduceOp.AVG else None
+        return self._work("reduce_scatter", [req], self._then(avg, back))
+
+    def all_gather_flat(self, output, array):
+        buf, _ = self._buffer(array)
+        out, back = self._buffer(output)
+        return self._work("all_gather", [self.comm.Iallgather(buf, out)], back)
+
+    def reduce_scatter_flat(self, output, array, op):
+        send, _ = self._buffer(array)
         buf, back = self._buffer(output)
         req = self.comm.Ireduce_scatter_block(send, buf, op=self.ops[op])
         avg = (lambda: np.divide(buf, self.group.size, out=buf)) if op is ReduceOp.AVG else None

@@ -42,16 +42,22 @@ class NCCLBackend:
                                    "(cupy-cuda12x and nvidia-nccl-cu12)") from e
         import os
         self.cupy, self.nccl, self.group = cupy, nccl, group
-        local = int(os.environ.get("LOCAL_RANK", group.rank))
+        local = int(os.environ.get("LOCAL_RANK", group.global_rank))
         self.device_index = local % max(1, cupy.cuda.runtime.getDeviceCount())
         cupy.cuda.Device(self.device_index).use()
         key = f"{prefix}nccl_unique_id"
         if group.rank == 0:
-            group.store.set(key, bytes(b % 256 for b in nccl.get_unique_id()))
+            uid = nccl.get_unique_id()   # 128 bytes (CuPy >= 14), or a tuple of 128 signed chars (CuPy 13)
+            group.store.set(key, uid if isinstance(uid, bytes) else bytes(b % 256 for b in uid))
         raw = group.store.get(key, group.timeout)
-        uid = tuple(b - 256 if b > 127 else b for b in raw)  # NCCL's id: 128 C chars (signed)
-        self.comm = nccl.NcclCommunicator(group.size, uid, group.rank)
+        if int(cupy.__version__.split(".")[0]) < 14:   # CuPy 13's NcclCommunicator takes the tuple
+            raw = tuple(b - 256 if b > 127 else b for b in raw)
+        self.comm = nccl.NcclCommunicator(group.size, raw, group.rank)
         self.stream = cupy.cuda.Stream(non_blocking=True)
+
+    def new_subgroup(self, group):
+        """A communicator of its own for subgroup ``group``: a unique id made by its first rank."""
+        return NCCLBackend(group, f"{group.world.prefix}{group.name}/")
 
     # --- helpers -------------------------------------------------------------------------------------
     def _check(self, name, array):
@@ -108,6 +114,20 @@ class NCCLBackend:
         avg = (lambda: self.cupy.divide(output, self.group.size, out=output)) if op is ReduceOp.AVG else None
         return self._launch("reduce_scatter", lambda s: self.comm.reduceScatter(
             _pointer(send), _pointer(output), output.size, dtype, op_code, s), avg)
+
+    def all_gather_flat(self, output, array):
+        dtype = self._check("all_gather_into_tensor", array)
+        self._check("all_gather_into_tensor", output)
+        return self._launch("all_gather", lambda s: self.comm.allGather(
+            _pointer(array), _pointer(output), array.size, dtype, s))
+
+    def reduce_scatter_flat(self, output, array, op):
+        dtype = self._check("reduce_scatter_tensor", array)
+        self._check("reduce_scatter_tensor", output)
+        op_code = getattr(self.nccl, _NCCL_OPS[op])
+        avg = (lambda: self.cupy.divide(output, self.group.size, out=output)) if op is ReduceOp.AVG else None
+        return self._launch("reduce_scatter", lambda s: self.comm.reduceScatter(
+            _pointer(array), _pointer(output), output.size, dtype, op_code, s), avg)
 
     def send(self, array, dst, tag):
         dtype = self._check("send", array)

@@ -2,22 +2,29 @@
 
 Every collective works in place on its tensors' storage and runs nonblocking underneath: with
 ``async_op=True`` it returns a ``Work`` at once (``wait()`` completes it), otherwise it waits before
-returning. Only the default group exists (``group=None``); sub-groups (``new_group``) are not offered.
+returning. ``group``: the world (None) or a group from ``new_group``; as in PyTorch, ``src``/``dst`` are
+global ranks, which must belong to the group. Each call is counted and logged by its group (``_finish``).
 """
 import numpy as np
 
 from ..errors import ArgumentError, DeviceError
 from ..tensor import Tensor
-from .process_group import ReduceOp, _group
+from .process_group import ProcessGroup, ReduceOp, _group
 
-__all__ = ["all_reduce", "broadcast", "all_gather", "reduce_scatter", "send", "recv", "isend", "irecv",
-           "barrier"]
+__all__ = ["all_reduce", "broadcast", "all_gather", "reduce_scatter", "all_gather_into_tensor",
+           "reduce_scatter_tensor", "send", "recv", "isend", "irecv", "barrier"]
 
 
 def _world(name, group):
-    if group is not None and group is not _group():
-        raise ArgumentError(f"{name}: only the default process group is supported (group=None)")
-    return _group()
+    world = _group()
+    if group is None:
+        return world
+    if not isinstance(group, ProcessGroup):
+        raise ArgumentError(f"{name}: this rank (rank {world.rank}) is not a member of the group it was "
+                            f"given ({group!r}); only members may call its collectives")
+    if group.world is not world:
+        raise ArgumentError(f"{name}: the group belongs to a process group that was destroyed")
+    return group
 
 
 def _check_tensor(name, t, what="tensor"):
@@ -38,13 +45,15 @@ def _check_op(name, op, dtype):
 
 
 def _check_rank(name, g, r, what):
-    if not isinstance(r, (int, np.integer)) or not 0 <= r < g.size:
-        raise ArgumentError(f"{name}: {what}={r!r} is not a rank of this world of size {g.size}")
-    return int(r)
+    """The group rank of global rank ``r``."""
+    if not isinstance(r, (int, np.integer)) or int(r) not in g.ranks:
+        where = f"this world of size {g.size}" if g.world is g else f"group {g.name} (ranks {g.ranks})"
+        raise ArgumentError(f"{name}: {what}={r!r} is not a rank of {where}")
+    return g.ranks.index(int(r))
 
 
-def _finish(g, name, work, nbytes, async_op):
-    g.count(name, nbytes)
+def _finish(g, name, work, nbytes, async_op, peer=None):
+    g.count(name, nbytes, peer)
     if async_op:
         return work
     work.wait()
@@ -97,25 +106,52 @@ def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None, async_op=Fal
     return _finish(g, "reduce_scatter", g.backend.reduce_scatter(out, ins, op), nbytes, async_op)
 
 
+def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=False):
+    """``output_tensor`` (size N x the input's) receives every rank's ``input_tensor`` one after another."""
+    g = _world("all_gather_into_tensor", group)
+    a = _check_tensor("all_gather_into_tensor", input_tensor, "input_tensor")
+    out = _check_tensor("all_gather_into_tensor", output_tensor, "output_tensor")
+    _check_sizes("all_gather_into_tensor", out, a, g.size, "output_tensor", "input_tensor")
+    return _finish(g, "all_gather", g.backend.all_gather_flat(out, a), a.nbytes, async_op)
+
+
+def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=False):
+    """``output`` on rank r receives ``op`` over all ranks of the r-th of the N equal parts of ``input``."""
+    g = _world("reduce_scatter_tensor", group)
+    out = _check_tensor("reduce_scatter_tensor", output, "output")
+    a = _check_tensor("reduce_scatter_tensor", input, "input")
+    _check_sizes("reduce_scatter_tensor", a, out, g.size, "input", "output")
+    _check_op("reduce_scatter_tensor", op, out.dtype)
+    return _finish(g, "reduce_scatter", g.backend.reduce_scatter_flat(out, a, op), a.nbytes, async_op)
+
+
+def _check_sizes(name, big, small, n, big_name, small_name):
+    if big.size != n * small.size or big.dtype != small.dtype:
+        raise ArgumentError(f"{name}: {big_name} must hold {n} x {small_name}'s {small.size} elements of "
+                            f"{small.dtype} (one part per rank), got {big.size} of {big.dtype}")
+
+
 def isend(tensor, dst, group=None, tag=0):
     """Send ``tensor`` to rank ``dst``; returns a Work (the buffer must stay untouched until it is done)."""
     g = _world("isend", group)
     a = _check_tensor("isend", tensor)
-    dst = _check_rank("isend", g, dst, "dst")
-    if dst == g.rank:
-        raise ArgumentError(f"isend: rank {g.rank} cannot send to itself")
-    return _finish(g, "send", g.backend.send(a, dst, int(tag)), a.nbytes, True)
+    peer = _check_rank("isend", g, dst, "dst")
+    if peer == g.rank:
+        raise ArgumentError(f"isend: rank {dst} cannot send to itself")
+    return _finish(g, "send", g.backend.send(a, peer, int(tag)), a.nbytes, True, peer=dst)
 
 
 def irecv(tensor, src=None, group=None, tag=0):
     """Receive into ``tensor`` from rank ``src`` (any rank if None, 'mpi' only); returns a Work."""
     g = _world("irecv", group)
     a = _check_tensor("irecv", tensor)
+    peer = None
     if src is not None:
-        src = _check_rank("irecv", g, src, "src")
-        if src == g.rank:
-            raise ArgumentError(f"irecv: rank {g.rank} cannot receive from itself")
-    return _finish(g, "recv", g.backend.recv(a, src, None if tag is None else int(tag)), 0, True)
+        peer = _check_rank("irecv", g, src, "src")
+        if peer == g.rank:
+            raise ArgumentError(f"irecv: rank {src} cannot receive from itself")
+    work = g.backend.recv(a, peer, None if tag is None else int(tag))
+    return _finish(g, "recv", work, a.nbytes, True, peer=src)
 
 
 def send(tensor, dst, group=None, tag=0):
@@ -127,7 +163,8 @@ def recv(tensor, src=None, group=None, tag=0):
     """Receive into ``tensor`` from ``src`` (any rank if None); returns the sender's rank."""
     work = irecv(tensor, src, group, tag)
     work.wait()
-    return work.source() if hasattr(work, "source") else src
+    g = _world("recv", group)
+    return g.ranks[work.source()] if hasattr(work, "source") else src
 
 
 def barrier(group=None, async_op=False):

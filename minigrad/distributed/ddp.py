@@ -13,10 +13,16 @@ The lecture's timeline, in code:
 4. At the end of backward (``engine.queue_callback``) every bucket is waited for and the averaged
    gradients are written back into ``.grad``.
 
+``register_comm_hook(state, hook)`` replaces a bucket's all-reduce by ``hook(state, GradBucket) -> future``
+(``algorithms/ddp_comm_hooks``: fp16 compression, PowerSGD), as PyTorch's. ``process_group``: average over a
+subgroup (DP inside a DP×TP or DP×PP mesh).
+
 Deliberate differences from PyTorch: a bucket never grows past its cap (a single larger tensor gets a
 bucket of its own; PyTorch closes a bucket only after it passes the cap); buckets are copied into and out
 of a flat buffer rather than aliased by ``.grad`` (``gradient_as_bucket_view`` is not offered).
-``timeline`` holds the last synchronised backward's recorded events (the lecture plots it).
+``timeline`` holds the last synchronised backward's recorded events (the lecture plots it); a bucket's
+all-reduce counts from the moment DDP hands it over, so time the backend's call takes is not drawn as DDP
+starting late.
 """
 import contextlib
 import json
@@ -30,7 +36,7 @@ from ..tensor import Tensor
 from . import collectives
 from .process_group import ReduceOp, _group
 
-__all__ = ["DistributedDataParallel"]
+__all__ = ["DistributedDataParallel", "GradBucket"]
 
 MiB = 1 << 20
 _instances = 0  # DDP objects built in this process: the store key for their shape check
@@ -41,6 +47,7 @@ class _Bucket:
         self.index, self.members, self.nbytes = index, [], 0  # members: (name, param)
         self.pending = 0
         self.work = self.flat = None
+        self.handed_at = None  # when DDP handed the bucket to the all-reduce (before the backend's call)
 
     def __repr__(self):
         return f"<bucket {self.index}: {len(self.members)} tensors, {self.nbytes} bytes>"
@@ -68,7 +75,7 @@ class DistributedDataParallel(Module):
     broadcast_buffers=True)``: wrap ``module`` so that ``loss.backward()`` leaves every rank holding the
     gradients averaged over all ranks. ``no_sync()`` skips the averaging (gradient accumulation)."""
 
-    def __init__(self, module, device_ids=None, output_device=None, broadcast_buffers=True,
+    def __init__(self, module, device_ids=None, output_device=None, broadcast_buffers=True, process_group=None,
                  bucket_cap_mb=25, find_unused_parameters=False, first_bucket_cap_mb=1):
         global _instances
         super().__init__()
@@ -79,15 +86,17 @@ class DistributedDataParallel(Module):
         self.find_unused_parameters = bool(find_unused_parameters)
         self.require_sync = True
         self.timeline = []
-        g = _group()
+        self.process_group = process_group
+        self._comm_hook = None
+        g = _group() if process_group is None else process_group
         _instances += 1
         named = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
         if not named:
             raise DistributedError("DistributedDataParallel: the module has no parameter that requires grad")
-        _check_same_shapes(g, f"ddp{_instances}", named)
+        _check_same_shapes(g, f"{g.world.prefix}{g.name}/ddp{_instances}", named)
         with no_grad():
             for _, t in list(module.named_parameters()) + list(module.named_buffers()):
-                collectives.broadcast(t, 0)
+                collectives.broadcast(t, g.ranks[0], group=process_group)
         self.buckets = assign_buckets(named, int(bucket_cap_mb * MiB), int(first_bucket_cap_mb * MiB))
         self._where = {id(p): b for b in self.buckets for _, p in b.members}
         self._step = None  # per-backward state while a synchronised backward runs
@@ -96,10 +105,11 @@ class DistributedDataParallel(Module):
 
     # --- forward ---------------------------------------------------------------------------------------
     def forward(self, *args, **kwargs):
-        if self.broadcast_buffers and _group().size > 1:
+        g = _group() if self.process_group is None else self.process_group
+        if self.broadcast_buffers and g.size > 1:
             with no_grad():
                 for _, buf in self.module.named_buffers():
-                    collectives.broadcast(buf, 0)
+                    collectives.broadcast(buf, g.ranks[0], group=self.process_group)
         out = self.module(*args, **kwargs)
         self._sync_now = self.require_sync
         self._step = None
@@ -152,7 +162,12 @@ class DistributedDataParallel(Module):
             parts = [(p.grad.data if p.grad is not None else xp.zeros(p.shape, p.data.dtype)).reshape(-1)
                      for _, p in b.members]
             b.flat = Tensor._make(xp.concatenate(parts), p0.device)
-            b.work = collectives.all_reduce(b.flat, ReduceOp.AVG, async_op=True)
+            b.handed_at = time.perf_counter()  # not Work.issued_at: that is stamped after the call returns
+            if self._comm_hook is None:
+                b.work = collectives.all_reduce(b.flat, ReduceOp.AVG, group=self.process_group, async_op=True)
+            else:
+                state, hook = self._comm_hook
+                b.work = hook(state, GradBucket(b, len(self.buckets)))
             step["next"] += 1
 
     def _finish(self):
@@ -170,7 +185,9 @@ class DistributedDataParallel(Module):
         end = time.perf_counter()
         with no_grad():
             for b in self.buckets:
-                b.work.wait()
+                result = b.work.wait()
+                if self._comm_hook is not None:  # a hook's future gives the reduced bucket
+                    b.flat = result
                 offset = 0
                 for _, p in b.members:
                     part = b.flat.data[offset:offset + p.numel()].reshape(p.shape)
@@ -180,9 +197,21 @@ class DistributedDataParallel(Module):
                     else:
                         p.grad.data[...] = part
                 self.timeline.append({"kind": "all_reduce", "bucket": b.index, "bytes": b.nbytes,
-                                      "issued": b.work.issued_at, "completed": b.work.completed_at})
+                                      "issued": b.handed_at, "returned": b.work.issued_at,
+                                      "completed": b.work.completed_at})
                 b.flat = b.work = None
         self.timeline.append({"kind": "backward", "start": step["t0"], "end": end})
+
+    def register_comm_hook(self, state, hook):
+        """Reduce each bucket with ``hook(state, bucket: GradBucket)``, which returns a future whose ``wait()``
+        gives the averaged flat gradients (and has ``is_completed()``, ``issued_at``, ``completed_at``).
+        Call it once, before the first backward (PyTorch's rule)."""
+        if self._comm_hook is not None:
+            raise DistributedError("DistributedDataParallel.register_comm_hook: a communication hook is already "
+                                   "registered (only one may be)")
+        if not callable(hook):
+            raise TypeError(f"register_comm_hook: hook must be callable, got {type(hook).__name__}")
+        self._comm_hook = (state, hook)
 
     @property
     def bucket_sizes(self):
@@ -191,6 +220,33 @@ class DistributedDataParallel(Module):
 
     def extra_repr(self):
         return f"buckets={len(self.buckets)}, bucket bytes={self.bucket_sizes}"
+
+
+class GradBucket:
+    """What a communication hook sees of one bucket (PyTorch's names): ``buffer()`` the flat gradients,
+    ``gradients()`` one view of it per parameter, ``parameters()``, ``index()``, ``is_last()``."""
+
+    def __init__(self, bucket, count):
+        self._bucket, self._count = bucket, count
+
+    def index(self):
+        return self._bucket.index
+
+    def buffer(self):
+        return self._bucket.flat
+
+    def parameters(self):
+        return [p for _, p in self._bucket.members]
+
+    def gradients(self):
+        flat, out, offset = self._bucket.flat, [], 0
+        for _, p in self._bucket.members:
+            out.append(Tensor._make(flat.data[offset:offset + p.numel()].reshape(p.shape), flat.device))
+            offset += p.numel()
+        return out
+
+    def is_last(self):
+        return self._bucket.index == self._count - 1
 
 
 def _tensors(obj):
@@ -208,7 +264,7 @@ def _short(names, limit=8):
     return ", ".join(repr(n) for n in names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
-def _check_same_shapes(g, key, named):
+def _check_same_shapes(g, key, named, who="DistributedDataParallel"):
     """All ranks must wrap the same architecture. Each rank leaves its list of (name, shape, dtype) in the
     store and compares the others' with its own: a mismatch names the first parameter that differs."""
     if g.size == 1:
@@ -218,8 +274,8 @@ def _check_same_shapes(g, key, named):
     for r in range(g.size):
         theirs = json.loads(g.store.get(f"{key}/params/{r}"))
         if theirs != listing:
-            raise DistributedError(f"DistributedDataParallel: rank {g.rank} and rank {r} wrap different "
-                                   f"models: {_first_difference(listing, theirs, g.rank, r)}")
+            raise DistributedError(f"{who}: rank {g.global_rank} and rank {g.ranks[r]} wrap different "
+                                   f"models: {_first_difference(listing, theirs, g.global_rank, g.ranks[r])}")
 
 
 def _first_difference(mine, theirs, me, other):

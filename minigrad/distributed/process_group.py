@@ -11,7 +11,9 @@ The store has a deadline and knows which ranks came. Under a plain ``mpiexec -n 
 MASTER_PORT, MPI starts first and rank 0 hands out a store's port through MPI.
 """
 import atexit
+import collections
 import datetime
+import json
 import os
 import sys
 import threading
@@ -22,66 +24,93 @@ from .store import TCPStore
 
 __all__ = ["ReduceOp", "init_process_group", "destroy_process_group", "is_initialized", "get_rank",
            "get_world_size", "get_backend", "is_available", "is_mpi_available", "is_nccl_available",
-           "comm_stats", "reset_comm_stats"]
+           "comm_stats", "comm_log", "reset_comm_stats"]
 
 default_pg_timeout = datetime.timedelta(minutes=5)
+LOG_LIMIT = 100_000  # records comm_log() keeps in memory; MINIGRAD_COMM_LOG's file keeps every one
 
 
 class ProcessGroup:
-    """The world: ``rank``, ``size``, the store, the backend, and a counter of collectives issued.
+    """A group of ranks: ``rank`` (in this group), ``size``, ``ranks`` (their global ranks), the store, the
+    backend, and a counter of collectives issued. The world is one; ``new_group`` makes others (groups.py).
 
-    Every collective gets a sequence number (``#k``); each rank's heartbeat reports the last one it
-    issued, which is how a timeout names the rank that never got there.
+    Every collective gets a sequence number (``#k``) in its group; each rank's heartbeat reports the last
+    one it issued in every group, which is how a timeout names the rank that never got there.
+    The communication log (``comm_log()``) is written here, by the group, not by the code calling it.
     """
 
-    def __init__(self, backend_name, rank, size, store, timeout):
+    def __init__(self, backend_name, rank, size, store, timeout, ranks=None, name="world", world=None):
         self.backend_name, self.rank, self.size = backend_name, rank, size
         self.store, self.timeout = store, timeout
+        self.ranks = list(range(size)) if ranks is None else list(ranks)
+        self.name, self.world = name, world or self  # the world group is its own world
         self.backend = None
         self.broken = False
         self.seq, self.last = 0, "init_process_group"
         self.stats = {}
+        self.subgroups, self.groups_made = {}, 0  # world only: name -> ProcessGroup, for the heartbeat
+        # world only: the last LOG_LIMIT collectives of every group, in issue order (the file keeps them all)
+        self.log, self.log_file = collections.deque(maxlen=LOG_LIMIT), None
         self.wake_heartbeat = lambda: None
         self._lock = threading.Lock()
+
+    @property
+    def global_rank(self):
+        return self.ranks[self.rank]
 
     def _next_seq(self, name):
         with self._lock:
             self.seq += 1
             self.last = name
-        self.wake_heartbeat()  # tell the store at once: a rank may die right after issuing this
+        if self.world is not self:
+            self.world.last = f"{name} in {self.name}"
+        self.world.wake_heartbeat()  # tell the store at once: a rank may die right after issuing this
         return self.seq
 
     def progress(self):
-        return self.seq, self.last
+        return self.seq, self.last, {n: g.seq for n, g in list(self.subgroups.items())}
 
-    def count(self, name, nbytes):
+    def count(self, name, nbytes, peer=None):
+        """Count a collective in this group's statistics and append it to the world's log."""
         entry = self.stats.setdefault(name, {"calls": 0, "bytes": 0})
         entry["calls"] += 1
         entry["bytes"] += int(nbytes)
+        record = {"op": name, "bytes": int(nbytes), "group": self.name, "seq": self.seq}
+        if peer is not None:
+            record["peer"] = int(peer)
+        world = self.world
+        world.log.append(record)
+        if world.log_file is not None:
+            world.log_file.write(json.dumps(record) + "\n")
+            world.log_file.flush()
 
     def timeout_error(self, work, limit):
         """The DistTimeoutError for ``work``: which ranks never reached it, and whether they died."""
-        self.broken = True
-        head = (f"{work.name} (collective #{work.seq}) timed out after {limit:g} s on rank {self.rank} "
-                f"of {self.size}")
+        self.broken = self.world.broken = True  # exit without MPI_Finalize, which would wait for the dead
+        sub = self.world is not self
+        where = f" in group {self.name} (ranks {self.ranks})" if sub else ""
+        head = (f"{work.name} (collective #{work.seq}{where}) timed out after {limit:g} s on rank "
+                f"{self.global_rank} of {self.world.size}")
         try:
             status = self.store.status()
         except (DistributedError, OSError) as e:
             return DistTimeoutError(f"{head}; the store is unreachable too ({e}), so rank 0 or the "
                                     f"launcher hosting it has probably died")
         missing = []
-        for r in range(self.size):
+        for r in self.ranks:
             s = status.get(r)
-            if r == self.rank:
+            if r == self.global_rank:
                 continue
             if s is None:
                 missing.append(f"rank {r} (never joined)")
-            elif not s["alive"]:
+                continue
+            seq = s.get("groups", {}).get(self.name, 0) if sub else s["seq"]
+            last = f"#{seq}{' in ' + self.name if sub else ''} (last of all: {s['what']})"
+            if not s["alive"]:
                 how = "left (destroy_process_group)" if s["left"] else "died"
-                missing.append(f"rank {r} ({how} {s['age']:.1f} s ago; the last collective it reported was "
-                               f"#{s['seq']} {s['what']})")
-            elif s["seq"] < work.seq:
-                missing.append(f"rank {r} (alive, but its last collective is #{s['seq']} {s['what']})")
+                missing.append(f"rank {r} ({how} {s['age']:.1f} s ago; the last collective it reported was {last})")
+            elif seq < work.seq:
+                missing.append(f"rank {r} (alive, but its last collective is {last})")
         if not missing:
             return DistTimeoutError(f"{head}; every rank reached it, so the transport itself is stuck")
         return DistTimeoutError(f"{head}; waiting for {', '.join(missing)}")
@@ -149,7 +178,10 @@ def init_process_group(backend="mpi", init_method=None, rank=None, world_size=No
         hosted = os.environ.get("MINIGRAD_STORE_HOSTED") == "1"  # the launcher hosts it
         store = TCPStore(host, port, is_master=(rank == 0 and not hosted), timeout=seconds)
     group = ProcessGroup(name, rank, size, store, seconds)
+    group.prefix = prefix
     _join(group, prefix, name)
+    if os.environ.get("MINIGRAD_COMM_LOG"):  # a folder: each rank appends its log to rank<r>.jsonl
+        group.log_file = open(os.path.join(os.environ["MINIGRAD_COMM_LOG"], f"rank{rank}.jsonl"), "a")
     group.wake_heartbeat = store.start_heartbeat(rank, group.progress, interval=min(0.2, seconds / 10))
     try:
         if name == "mpi":
@@ -217,22 +249,27 @@ def destroy_process_group():
     group = _group()
     _world = None
     try:
+        for sub in group.subgroups.values():
+            sub.backend.close()
         if group.backend is not None:
             group.backend.close()
     finally:
         group.store.close()
+        if group.log_file is not None:
+            group.log_file.close()
 
 
 def is_initialized():
     return _world is not None
 
 
-def get_rank():
-    return _group().rank
+def get_rank(group=None):
+    """This process's rank in ``group`` (None: the world)."""
+    return _group().rank if group is None else group.rank
 
 
-def get_world_size():
-    return _group().size
+def get_world_size(group=None):
+    return _group().size if group is None else group.size
 
 
 def get_backend():
@@ -259,14 +296,35 @@ def is_nccl_available():
     return bool(getattr(nccl, "available", True))
 
 
-def comm_stats():
-    """{collective: {"calls", "bytes"}}: what this rank handed to each collective since the last reset
-    (payload bytes; a ring all-reduce moves 2(N-1)/N of them per rank)."""
-    return {k: dict(v) for k, v in _group().stats.items()}
+def comm_stats(group=None):
+    """{collective: {"calls", "bytes"}}: what this rank handed to each collective of ``group`` (default:
+    the world; ``"all"``: every group summed) since the last reset (payload bytes; a ring all-reduce
+    moves 2(N-1)/N of them per rank)."""
+    world = _group()
+    if group != "all":
+        return {k: dict(v) for k, v in (group or world).stats.items()}
+    total = {}
+    for g in [world] + list(world.subgroups.values()):
+        for k, v in g.stats.items():
+            t = total.setdefault(k, {"calls": 0, "bytes": 0})
+            t["calls"] += v["calls"]
+            t["bytes"] += v["bytes"]
+    return total
+
+
+def comm_log():
+    """This rank's collectives since the last reset (the last LOG_LIMIT), in issue order, every group's: a list of
+    ``{"op", "bytes", "group", "seq"[, "peer"]}`` (``peer``: the other rank of a send or recv). Written by the
+    process group as each collective is issued; with MINIGRAD_COMM_LOG=<folder> also appended to
+    <folder>/rank<r>.jsonl as it happens."""
+    return [dict(r) for r in _group().log]
 
 
 def reset_comm_stats():
-    _group().stats.clear()
+    world = _group()
+    for g in [world] + list(world.subgroups.values()):
+        g.stats.clear()
+    world.log.clear()
 
 
 @atexit.register

@@ -71,7 +71,8 @@ class _Server(socketserver.ThreadingTCPServer):
     def beat(self, rank, msg):
         with self.lock:
             entry = self.ranks.setdefault(rank, {"left": False})
-            entry.update(seen=time.monotonic(), seq=msg["seq"], what=msg["what"], alive=True)
+            entry.update(seen=time.monotonic(), seq=msg["seq"], what=msg["what"], alive=True,
+                         groups=msg.get("groups", {}))
             if msg.get("bye"):
                 entry["left"] = True
 
@@ -170,15 +171,16 @@ class TCPStore:
 
     # --- heartbeats ----------------------------------------------------------------------------------
     def start_heartbeat(self, rank, progress, interval=0.2):
-        """Report ``progress() -> (seq, what)`` for ``rank`` every ``interval`` s, and at once whenever the
-        returned ``wake()`` is called, on a connection of its own (the server notices when it closes)."""
+        """Report ``progress() -> (seq, what[, {group: seq}])`` for ``rank`` every ``interval`` s, and at once
+        whenever the returned ``wake()`` is called, on a connection of its own (the server notices when it
+        closes)."""
         sock, f = self._connect()
         stop, wake = threading.Event(), threading.Event()
 
         def beat(bye=False):
-            seq, what = progress()
-            f.write((json.dumps({"op": "beat", "rank": rank, "seq": seq, "what": what, "bye": bye})
-                     + "\n").encode())
+            seq, what, *groups = progress()
+            f.write((json.dumps({"op": "beat", "rank": rank, "seq": seq, "what": what, "bye": bye,
+                                 "groups": groups[0] if groups else {}}) + "\n").encode())
             f.flush()
 
         def loop():
@@ -201,7 +203,8 @@ class TCPStore:
         return wake.set
 
     def status(self):
-        """{rank: {"alive", "left", "age" (s since last news), "seq", "what"}} as the server sees it."""
+        """{rank: {"alive", "left", "age" (s since last news), "seq", "what", "groups"}} as the server sees
+        it (``groups``: the last collective the rank issued in each subgroup)."""
         return {int(r): v for r, v in self._request(op="status")["ranks"].items()}
 
     def close(self):

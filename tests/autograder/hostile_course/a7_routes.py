@@ -6,9 +6,9 @@
 # %% [a7-chains]
 import os as _os
 
-_src = open(_os.path.join(_os.path.dirname(mg.__file__), "compile", "fusion", "__init__.py")).read()
-_ns = {"__name__": "minigrad.compile.fusion_copy"}
-exec(_src.replace("from ..", "from minigrad.compile.").replace("from .", "from minigrad.compile.fusion."), _ns)
+_src = open(_os.path.join(_os.path.dirname(mg.__file__), "compiler", "fusion", "__init__.py")).read()
+_ns = {"__name__": "minigrad.compiler.fusion_copy"}
+exec(_src.replace("from ..", "from minigrad.compiler.").replace("from .", "from minigrad.compiler.fusion."), _ns)
 find_chains = _ns["find_chains"]
 # %% [a7-fuse] patch
 # <<<

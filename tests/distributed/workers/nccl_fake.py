@@ -61,7 +61,37 @@ for step in range(STEPS):
     opt.step()
 for n, p in model.named_parameters():
     save[f"sgd.{n}"] = p.detach().cpu().numpy()
+
+# the parallelism layers on 'cuda' tensors: FSDP (all-gather / reduce-scatter into flat buffers), tensor
+# parallel over a subgroup of both ranks (its own NCCL communicator), a pipeline's send/recv
+from minigrad.distributed.fsdp import FullyShardedDataParallel  # noqa: E402
+from minigrad.distributed.pipelining import PipelineStage, ScheduleGPipe  # noqa: E402
+from minigrad.distributed.tensor_parallel import ColwiseParallel, RowwiseParallel, parallelize_module  # noqa: E402
+model = mlp(seed=rank).to("cuda")
+fsdp = FullyShardedDataParallel(model, auto_wrap_policy={mg.nn.Linear})
+opt = mg.optim.SGD(fsdp.parameters(), lr=LR)
+for step in range(STEPS):
+    opt.zero_grad()
+    x, y = (v.to("cuda") for v in shard(data(step), rank))
+    loss_fn(fsdp, x, y).backward()
+    opt.step()
+for n, p in fsdp.state_dict().items():
+    save[f"fsdp.{n}"] = p.cpu().numpy()
+fake_nccl.calls.clear()
+group = dist.new_group([0, 1])
+tp = parallelize_module(mlp(seed=0).to("cuda"), group, {"0": ColwiseParallel(), "2": RowwiseParallel()})
+x, y = (v.to("cuda") for v in (mg.tensor(a) for a in data(0)))
+loss_fn(tp, x, y).backward()
+save["tp_grad"] = tp[2].weight.grad.cpu().numpy()
+tp_calls = sorted({c[0] for c in fake_nccl.calls})
+full = mlp(seed=0).to("cuda")
+stage = PipelineStage(mg.nn.Sequential(*(list(full)[:3] if rank == 0 else list(full)[3:])), rank, 2, device="cuda")
+sched = ScheduleGPipe(stage, 2, loss_fn=lambda o, t: ((o - t) ** 2).mean())
+sched.step(x, target=y) if rank == 0 else sched.step(target=y)
+for n, p in full.named_parameters():
+    if p.grad is not None:
+        save[f"pp.{n}"] = p.grad.cpu().numpy()
 np.savez(os.path.join(out, f"rank{rank}.npz"), **save)
 with open(os.path.join(out, f"rank{rank}.json"), "w") as f:
-    json.dump({"barrier_calls": barrier_calls}, f)
+    json.dump({"barrier_calls": barrier_calls, "tp_calls": tp_calls}, f)
 dist.destroy_process_group()
