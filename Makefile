@@ -133,9 +133,10 @@ release: $(STAMP)
 gradescope: $(STAMP)
 	$(PY) -m autograder gradescope-bundle $(A) --out dist
 
+# Jupyter refuses to run as root unless told to (containers and CI images often run as root).
 lab: $(STAMP)
 	$(PIP_QUIET) $(PY) -m pip install -q -e '.[course]'
-	$(VENV)/bin/jupyter lab
+	$(VENV)/bin/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root)
 
 clean:
 	rm -rf $(VENV) $(BENCH_VENV) $(NP1_VENV) $(CUDA_VENV) results .pytest_cache .hypothesis   # never work/: your answers

@@ -122,14 +122,21 @@ def main():
         os._exit(3)
     put("sandbox.json", {"ok": True, "notes": notes})
 
-    sys.path[:] = [runtime] + [p for p in sys.path if p] + job["site_dirs"]
+    sys.path[:] = [job.get("code_dir", runtime)] + [p for p in sys.path if p] + job["site_dirs"]
     import io
     import linecache
+    from autograder._guard import GUARD, lock_tracemalloc, protect_imports
     import numpy as np
     savez, asarray, BytesIO, exit_now = np.savez, np.asarray, io.BytesIO, os._exit
     importlib = __import__("importlib")
     spec_mod = importlib.import_module(job["spec_module"])
+    for name in job.get("preload", []):       # what the observes import lazily: bound before student code
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass
     from autograder.spec import Case, Namespace
+    from autograder._guard import IntegrityError
     observers = {j["observe"]: getattr(spec_mod, j["observe"]) for j in job["jobs"]}
     inputs = np.load(os.path.join(runtime, "inputs.npz"), allow_pickle=False)
     cases = {}
@@ -149,7 +156,13 @@ def main():
     builtins.exit = builtins.quit = exit
     sys.modules["submission"] = module
     cell_report = []
+    guarded = False
     for i, cell in enumerate(job["cells"]):
+        if not guarded and cell["role"] != "preamble":
+            lock_tracemalloc()
+            protect_imports()
+            GUARD.snapshot()            # what the grader relies on, before any student code
+            guarded = True
         filename = f"<cell {cell['id']}>" if cell["role"] != "reference" else f"<reference {cell['id']}>"
         src = cell["source"]
         linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
@@ -161,6 +174,11 @@ def main():
             entry.update(ok=False, error=_format_error(e))
         cell_report.append(entry)
         put(f"cell-{i}.done", entry)
+    bad = GUARD.check()
+    if bad:
+        cell_report.append({"id": "integrity", "role": "integrity", "ok": False,
+                            "error": {"type": "IntegrityError", "message": GUARD.describe(bad), "traceback": "",
+                                      "in_student_code": False}})
     put("cells.json", cell_report)
 
     ns = Namespace(module.__dict__, where="your notebook")
@@ -178,6 +196,9 @@ def main():
                 if a.dtype.hasobject:
                     raise TypeError(f"`{key}` is not a numeric array (got {type(value).__name__})")
                 arrays[str(key)] = a
+            bad = GUARD.check()
+            if bad:
+                raise IntegrityError(GUARD.describe(bad))
             buf = BytesIO()
             savez(buf, **arrays)
             write(out, f"{token}-{k}.npz", buf.getvalue())

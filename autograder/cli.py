@@ -142,12 +142,17 @@ def cmd_start(args) -> int:
 
 
 def cmd_release(args) -> int:
-    from .release import ReleaseError, build_release
+    from .release import ReleaseError, build_release, untracked_files
     try:
         out = build_release(Path(args.out), force=args.force)
     except ReleaseError as e:
         print(f"autograder: {e}", file=sys.stderr)
         return 2
+    left = untracked_files()
+    if left:
+        shown = ", ".join(left[:5]) + (f" and {len(left) - 5} more" if len(left) > 5 else "")
+        print(f"autograder: left out {len(left)} file(s) git does not track: {shown} (the release ships tracked "
+              f"files only; commit what students should get)", file=sys.stderr)
     print(f"student release written to {out}")
     return 0
 

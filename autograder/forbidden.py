@@ -25,6 +25,20 @@ from dataclasses import dataclass
 
 COMPUTED = "a name computed at run time"   # the rule of an indirect use whose target nobody can tell
 
+#: what no graded cell of any assignment may use, on top of the assignment's own rules: the grader's own
+#: modules (a spec's helpers are not the student's), and the tools that reach the grader's state in the
+#: sandbox (its measurements, the harness's frames and closures, the garbage collector's heap, raw memory).
+#: The grader also enforces what it can at run time (autograder/_guard.py); these make the attempt visible
+#: early, with a line number.
+INTEGRITY = [
+    "autograder", "tracemalloc", "_tracemalloc", "ctypes", "_ctypes", "sys.modules", "sys._getframe",
+    "sys.settrace", "sys.setprofile", "gc.get_objects", "gc.get_referrers", "gc.get_referents",
+    "inspect.currentframe", "inspect.stack", "inspect.getouterframes", "inspect.getclosurevars",
+    "inspect.trace", "importlib.reload", "*.f_back", "*.f_locals", "*.f_globals", "*.tb_frame",
+    "*.gi_frame", "*.cr_frame", "*.ag_frame", "*.__closure__", "*.cell_contents", "*.__globals__",
+]
+INTEGRITY_RULES = frozenset(INTEGRITY)
+
 
 @dataclass(frozen=True)
 class Use:
@@ -68,16 +82,51 @@ class _Scanner(ast.NodeVisitor):
 
     # -- names
     def _chain(self, node) -> tuple[str | None, list[str]]:
-        """(the dotted name an attribute chain resolves to, the chain as written); (None, []) otherwise."""
+        """(the dotted name an attribute chain resolves to, the chain as written); (None, []) otherwise.
+        A chain may start at a call whose result is known: ``__import__("m").x``, ``importlib.import_module
+        ("m").x``, ``sys.modules["m"].x``, ``sys.modules.get("m").x``, ``getattr(obj, "a").x`` and
+        ``operator.attrgetter("a.b")(obj).x``."""
         attrs = []
         while isinstance(node, ast.Attribute):
             attrs.append(node.attr)
             node = node.value
+        attrs.reverse()
+        if isinstance(node, (ast.Call, ast.Subscript)):
+            root = self._call_root(node)
+            if root is None:
+                return None, []
+            return ".".join([root, *attrs]), [*root.split("."), *attrs]
         if not isinstance(node, ast.Name):
             return None, []
-        attrs.reverse()
         root = self.bound.get(node.id, node.id)
         return ".".join([root, *attrs]), [node.id, *attrs]
+
+    def _call_root(self, node) -> str | None:
+        """The dotted name a call or subscript evaluates to, when a constant says it; else None."""
+        def const(arg):
+            return arg.value if isinstance(arg, ast.Constant) and isinstance(arg.value, str) else None
+        if isinstance(node, ast.Subscript):
+            if self._chain(node.value)[0] == "sys.modules":
+                return const(node.slice)
+            return None
+        func = self._chain(node.func)[0] if isinstance(node.func, (ast.Name, ast.Attribute, ast.Call)) else None
+        args = node.args
+        if func == "importlib.import_module" and args:
+            return const(args[0])
+        if func == "__import__" and args:
+            name = const(args[0])
+            fromlist = len(args) > 3 or any(k.arg == "fromlist" for k in node.keywords)
+            return name if name is None or fromlist else name.split(".")[0]
+        if func == "sys.modules.get" and args:
+            return const(args[0])
+        if func == "getattr" and len(args) >= 2 and const(args[1]):
+            owner = self._chain(args[0])[0]
+            return f"{owner}.{const(args[1])}" if owner else None
+        if isinstance(node.func, ast.Call) and args and \
+                self._chain(node.func.func)[0] == "operator.attrgetter" and node.func.args:
+            path, owner = const(node.func.args[0]), self._chain(args[0])[0]
+            return f"{owner}.{path}" if path and owner else None
+        return None
 
     def _bind(self, target, value=None):
         if isinstance(target, ast.Name):
@@ -131,6 +180,11 @@ class _Scanner(ast.NodeVisitor):
             if not self._check(node, dotted, written) and "__dict__" in written and \
                     dotted.split(".")[0] in self.packages:
                 self._computed(node, ".".join(written))
+            base = node
+            while isinstance(base, ast.Attribute):
+                base = base.value
+            if isinstance(base, (ast.Call, ast.Subscript)):
+                self.visit(base)                         # the call's own arguments
             return                                       # the inner attributes are part of this chain
         self.generic_visit(node)
 
@@ -158,6 +212,15 @@ class _Scanner(ast.NodeVisitor):
             owner = self._chain(args[0])[0]
             if owner is not None and owner.split(".")[0] in self.packages:
                 self._computed(node, f"vars({ast.unparse(args[0])})")
+        elif func == "sys.modules.get" and args:
+            if const:
+                self._check(node, args[0].value)
+            else:
+                self._computed(node, "sys.modules.get(...)")
+        elif isinstance(node.func, ast.Call) and self._chain(node.func.func)[0] == "operator.attrgetter":
+            root = self._call_root(node)
+            if root is not None:
+                self._check(node, root)
         self.generic_visit(node)
 
     def visit_Subscript(self, node):
@@ -194,14 +257,18 @@ def forbidden_uses(source: str, rules: list[str], preamble: str = "") -> list[Us
 
 
 def forbidden_message(rules: list[str], preamble: str, cells) -> str:
-    """Why a part scores 0 when one of its graded `cells` [(cell id, source)] uses a forbidden name; ""
-    if none. The grader and the self-check (``check()``) both say it with these words."""
+    """Why a part scores 0 when one of its graded `cells` [(cell id, source)] uses a forbidden name (the
+    assignment's `rules`, and ``INTEGRITY``); "" if none. The grader and the self-check (``check()``) both say
+    it with these words."""
     for cid, source in cells:
-        uses = forbidden_uses(source, rules, preamble)
+        uses = forbidden_uses(source, [*rules, *INTEGRITY], preamble)
         if uses:
             u = uses[0]
             if u.rule == COMPUTED:
                 return (f"cell '{cid}' line {u.line} uses `{u.written}` with a name computed at run time: the "
                         f"grader cannot tell what it reaches, so the part scores 0. Name what you use directly.")
+            if u.rule in INTEGRITY_RULES and u.rule not in rules:
+                return (f"cell '{cid}' line {u.line} uses `{u.written}`, which no graded cell may use (it reaches "
+                        f"the grader's own modules or state): the part scores 0")
             return f"cell '{cid}' line {u.line} uses `{u.written}`, which this assignment asks you to write yourself"
     return ""

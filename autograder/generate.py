@@ -5,6 +5,7 @@ For every ``solutions/aN_*.ipynb`` this writes ``assignments/aN_*.ipynb`` where
 * every region between ``### BEGIN SOLUTION`` and ``### END SOLUTION`` in a code cell becomes
   ``raise NotImplementedError(...)`` at the indentation of the ``BEGIN`` line (in markdown cells,
   "YOUR ANSWER HERE");
+* every graded cell starts with a ``# GRADED CELL '<id>'`` line, so students see which cells the grader runs;
 * cells marked ``metadata["grader"]["solution_only"] = true`` are dropped;
 * outputs and execution counts are cleared; metadata (the graded cells' ids) is kept;
 * the bytes are deterministic: nbformat's sorted-key JSON, cell ids derived from content when missing;
@@ -82,6 +83,8 @@ def student_notebook(nb, name: str = ""):
             continue
         label = cell_grader_id(cell) or f"{name} cell {i}".strip()
         cell.source = strip_solutions(cell.source, label, markdown=cell.cell_type == "markdown")
+        if cell.cell_type == "code" and cell_grader_id(cell):
+            cell.source = graded_marker(cell_grader_id(cell)) + "\n" + cell.source
         if cell.cell_type == "code":
             cell.outputs = []
             cell.execution_count = None
@@ -99,13 +102,22 @@ def student_notebook(nb, name: str = ""):
     return nb
 
 
+def graded_marker(cell_id: str) -> str:
+    """The first line of every graded cell of a handout: which cell the grader runs, and how it finds it."""
+    return (f"# GRADED CELL '{cell_id}': the grader runs this very cell, found by its id (in the cell's metadata): "
+            f"keep your code here, not in a copy")
+
+
 def submitting_cell(name: str, key: str):
     """The handout's last cell: how to submit, and what the graded cells may not use."""
     text = (f"## Submitting\n\nSubmit **`work/{name}.ipynb`**, the notebook you worked in (`make start A={key}` "
             f"made it), under that name, to the assignment on Gradescope: upload the file itself. Before you do, "
             f"run `make grade A={key}`: it grades that very file as the course's grader will, on the public tests "
-            f"(the grader adds hidden cases). Only the graded cells are run, so keep your experiments in other "
-            f"cells.")
+            f"(the grader adds hidden cases). Only the graded cells are run (each starts with a `# GRADED CELL` line; "
+            f"the grader finds it by an id in its metadata, so keep your code in that very cell, not in a copy), "
+            f"so keep your experiments in other cells. On Gradescope each part runs after the reference solution "
+            f"of the parts before it; `make grade` in your copy of the course has no reference solutions, so there "
+            f"each part runs after your own earlier parts, and an early mistake can also fail later parts.")
     try:
         find_spec_file(key)
     except LookupError:
@@ -157,6 +169,35 @@ def generate(src: Path, dst: Path) -> dict[Path, bytes]:
     return out
 
 
+TABLE_BEGIN = "<!-- assignment table: generated from the specs by `python -m autograder generate` -->"
+TABLE_END = "<!-- end of the assignment table -->"
+
+
+def assignment_table() -> str:
+    """autograder/README.md's table of assignments, one row per spec (its ``summary`` says what it grades)."""
+    from .spec import BUILTIN_SPEC_DIR, list_assignments
+    rows = ["| id | notebook (source → student copy) | spec | graded on | points |",
+            "| --- | --- | --- | --- | --- |"]
+    for name in list_assignments():
+        spec = find_spec_file(name)
+        if spec.parent != BUILTIN_SPEC_DIR:
+            continue                     # only the course's own specs (not --spec-dir ones)
+        a = load_assignment(name)
+        modules = ", ".join(f.stem for f in sorted(spec.glob("*.py")) if f.stem != "__init__")
+        where = f"`assignments/{spec.name}/` ({modules})" if spec.is_dir() else f"`assignments/{spec.name}`"
+        rows.append(f"| {a.id} | `{a.solution}` → `assignments/{a.notebook}` | {where} | {a.summary or a.title} | "
+                    f"{a.max_score:g} ({len(a.parts)} parts) |")
+    return "\n".join(rows)
+
+
+def readme_with_table(text: str) -> str:
+    """`text` (autograder/README.md) with the generated table between its markers."""
+    head, sep, rest = text.partition(TABLE_BEGIN)
+    if not sep or TABLE_END not in rest:
+        raise GenerateError(f"autograder/README.md: no {TABLE_BEGIN!r} ... {TABLE_END!r} block for the table")
+    return head + TABLE_BEGIN + "\n" + assignment_table() + "\n" + TABLE_END + rest.split(TABLE_END, 1)[1]
+
+
 def main(src: Path = Path("solutions"), dst: Path = Path("assignments"), check: bool = False,
          force: bool = False) -> int:
     if not src.is_dir():
@@ -168,6 +209,19 @@ def main(src: Path = Path("solutions"), dst: Path = Path("assignments"), check: 
     except GenerateError as e:
         print(f"generate: {e}", file=sys.stderr)
         return 1
+    readme = Path(__file__).resolve().parent / "README.md"
+    try:
+        table = readme_with_table(readme.read_text())
+    except GenerateError as e:
+        print(f"generate: {e}", file=sys.stderr)
+        return 1
+    if table != readme.read_text():
+        if check:
+            print(f"generate --check: {readme} has an out-of-date assignment table", file=sys.stderr)
+            print("run `make assignments` (python -m autograder generate) and commit the result", file=sys.stderr)
+            return 1
+        readme.write_text(table)
+        print(f"wrote the assignment table of {readme}")
     stale = [p for p, data in files.items() if not p.exists() or p.read_bytes() != data]
     edited = [p for p in stale if p.exists() and edited_by_hand(p)]
     if check:

@@ -13,7 +13,6 @@ it. A dependency cell that crashes or hangs is left out of the later children.
 from __future__ import annotations
 
 import importlib.util
-import re
 import sys
 import time
 import traceback
@@ -25,6 +24,8 @@ import numpy as np
 
 from . import sandbox
 from .forbidden import forbidden_message
+from .messages import (NO_REFERENCE, NOT_IMPLEMENTED, REJECTED, _one_error_said_once, _rejection,  # noqa: F401
+                       _relevant_cell_error, _student_error_message, own_helper_hint)
 from .notebook import NotebookError, load_submission
 from .results import SubmissionResult, TestResult, worst
 from .spec import Assignment, Case, Part, Test, Verdict
@@ -80,7 +81,6 @@ class VerdictContext:
         return str(out or path)
 
 
-NOT_IMPLEMENTED = "not implemented yet"
 
 
 # ---- reference cells ----------------------------------------------------------------------------------
@@ -99,13 +99,44 @@ def reference_cells(a: Assignment) -> dict[str, list[tuple[str, str]]] | None:
         missing = [c for p in a.parts for c in p.cells if c not in sol.cells]
         if missing:
             raise ValueError(f"{a.name}: the solution notebook {path} lacks graded cells {missing}")
-    elif a.solution:
-        print(f"autograder: note: {a.name}: no reference solution here ({a.solution}; a student copy has "
-              f"none), so each part runs after your own earlier parts and a mistake there may cost later "
-              f"tests too. The course's grader runs every part on the reference of the parts before it.",
-              file=sys.stderr)
     _reference_cache[a.spec_file] = ref
     return ref
+
+
+_handout_cache: dict[str, dict[str, str] | None] = {}
+
+
+def handout_cells(a: Assignment) -> dict[str, str] | None:
+    """{graded cell id: source} of the assignment's handout as generated (from the solution notebook, or the
+    handout itself where there is no solution); None when neither is here."""
+    if a.spec_file not in _handout_cache:
+        cells = None
+        try:
+            sol = a.solution_path()
+            if sol is not None:
+                import nbformat
+                from .generate import student_notebook
+                from .notebook import cell_grader_id, python_source
+                nb = student_notebook(nbformat.read(str(sol), as_version=4), Path(a.notebook).stem)
+                cells = {cell_grader_id(c): python_source(c.source) for c in nb.cells
+                         if c.cell_type == "code" and cell_grader_id(c)}
+            else:
+                handout = Path(a.spec_root()).parent / "assignments" / a.notebook
+                if handout.is_file():
+                    cells = load_submission(handout).cells
+        except Exception:
+            cells = None
+        _handout_cache[a.spec_file] = cells
+    return _handout_cache[a.spec_file]
+
+
+def not_started(a: Assignment, part: Part, sub_cells: dict[str, str]) -> bool:
+    """Are the part's graded cells exactly the handout's, which raise NotImplementedError? Then there is
+    nothing of the student's to run: the part is not started, and no child is needed to say so."""
+    handout = handout_cells(a)
+    if not handout or not any("NotImplementedError" in handout.get(c, "") for c in part.cells):
+        return False
+    return all(c in sub_cells and c in handout and sub_cells[c].strip() == handout[c].strip() for c in part.cells)
 
 
 def _forbidden_message(a: Assignment, part: Part, sub_cells: dict[str, str]) -> str:
@@ -124,37 +155,6 @@ class _Job:
     message: str = ""
 
 
-def _relevant_cell_error(cell_errors: list, test_name: str) -> str:
-    """The error of the graded cell this test most likely depends on: a cell whose id ends with a word of
-    the test's name (cell 'a1-div' for test 'Div'), else the first cell that failed."""
-    words = {w for w in re.split(r"[^a-z0-9]+", test_name.lower()) if w}
-    for cell_id, msg in cell_errors:
-        if cell_id.lower().rsplit("-", 1)[-1] in words:
-            return msg
-    return cell_errors[0][1]
-
-
-def _student_error_message(err: dict, where: str = "") -> str:
-    etype = err.get("type", "Exception")
-    if etype == "NotImplementedError":
-        tb = err.get("traceback", "")
-        cell = ""
-        for line in tb.splitlines():
-            if '"<cell ' in line:
-                cell = line.split('"<cell ', 1)[1].split('>"', 1)[0]
-        loc = f" (NotImplementedError raised in cell '{cell}')" if cell else ""
-        return f"{NOT_IMPLEMENTED}{loc}"
-    if etype in ("SystemExit", "KeyboardInterrupt"):
-        return (f"your code raised {etype}{where}: grading continues, but this test fails. Remove calls to "
-                f"sys.exit()/exit()/quit() and do not raise {etype}.")
-    head = f"{etype}{where}: {err.get('message', '')}"
-    if "File too large" in head:
-        head += " (your code wrote more output than the sandbox allows)"
-    if err.get("in_student_code"):     # otherwise the traceback is only the exception line again
-        return f"{head}\n{err.get('traceback', '').rstrip()}"
-    return head
-
-
 def _cells_for(a: Assignment, part: Part, sub_cells: dict[str, str], ref, bad_cells: set[str]) -> list[dict]:
     cells = [{"id": "preamble", "role": "preamble", "source": a.preamble}]
     earlier = a.parts[:a.parts.index(part)]
@@ -171,6 +171,94 @@ def _cells_for(a: Assignment, part: Part, sub_cells: dict[str, str], ref, bad_ce
         if cid in sub_cells:
             cells.append({"id": cid, "role": "graded", "source": sub_cells[cid]})
     return cells
+
+
+def _run_group(a, part, sub_cells, ref, bad_cells, jobs, inputs, stubs, preload, limits, opts, notes,
+               cell_errors, rejected) -> str:
+    """Run `jobs` (pending ones) in children whose minigrad leaves out `stubs`; fills in their outcomes."""
+    status = "ok"
+    remaining = [j for j in jobs if j.outcome == "pending"]
+    restarts = 0
+    while remaining:
+        cells = _cells_for(a, part, sub_cells, ref, bad_cells)
+        run = sandbox.run_child(
+            spec_file=a.spec_file, spec_module=a.module_name, cells=cells,
+            jobs=[{"k": j.k, "observe": j.test.observe.__name__, "params": j.case.params,
+                   "label": j.case.label} for j in remaining],
+            inputs={k: v for k, v in inputs.items() if int(k.split("/")[0]) in {j.k for j in remaining}},
+            limits=limits, keep=opts.keep_sandbox, spec_extra=[str(p) for p in a.spec_paths()[1:]],
+            stubs=stubs, preload=preload)
+        if not run.sandbox or not run.sandbox.get("ok"):
+            why = (run.sandbox or {}).get("error") or f"the child did not start ({run.describe_exit()}): " \
+                                                      f"{run.stderr_tail[-500:]}"
+            for j in remaining:
+                j.outcome, j.message = "internal", f"grader error: the sandbox could not be set up ({why})"
+            return "error"
+        # the per-cell report: errors in this part's own cells explain failures below
+        if run.cells:
+            for c in run.cells:
+                err = c.get("error", {})
+                if c.get("role") in ("graded", "integrity") and not c.get("ok") and err.get("type") in REJECTED:
+                    msg = _rejection(err, c["id"] if c.get("role") == "graded" else "")
+                    if msg not in rejected:
+                        rejected.append(msg)
+                elif c.get("role") == "graded" and not c.get("ok"):
+                    msg = _student_error_message(err, f" in cell '{c['id']}'")
+                    if all(m != msg for _, m in cell_errors):
+                        cell_errors.append((c["id"], msg))
+                if c.get("role") in ("preamble", "reference") and not c.get("ok"):
+                    notes.append(f"grader error: {c['role']} cell {c['id']} failed: {err.get('message', '')}")
+                    status = worst(status, "error")
+        unfinished = [i for i in run.cell_started if i not in run.cell_done]
+        if unfinished:
+            cell = cells[unfinished[0]]
+            what = run.describe_exit()
+            if cell["role"] == "dependency" and restarts < opts.max_restarts:
+                bad_cells.add(cell["id"])
+                notes.append(f"cell '{cell['id']}' stopped the grader ({what}); later parts run without it")
+                restarts += 1
+                continue
+            kind = "timeout" if run.timed_out else "crash"
+            msg = f"while running cell '{cell['id']}', {what}."
+            for j in remaining:
+                j.outcome, j.message = kind, msg
+            return worst(status, "timeout" if run.timed_out else "crashed")
+        for j in remaining:
+            st = run.status.get(j.k)
+            if st is not None:
+                if st.get("ok") and j.k in run.observations:
+                    j.outcome, j.obs = "ok", run.observations[j.k]
+                elif st.get("ok"):
+                    j.outcome = "error"
+                    j.message = ("the results of this case could not be read: "
+                                 + run.observation_errors.get(j.k, "no observations were written"))
+                else:
+                    j.outcome = "error"
+                    err = st.get("error") or {}
+                    if err.get("type") in REJECTED:
+                        msg = _rejection(err)
+                        if msg not in rejected:
+                            rejected.append(msg)
+                    j.message = _student_error_message(err)
+            elif j.k in run.started:
+                j.outcome = "timeout" if run.timed_out else "crash"
+                j.message = f"while running this case, {run.describe_exit()}."
+                status = worst(status, "timeout" if run.timed_out else "crashed")
+        remaining = [j for j in remaining if j.outcome == "pending"]
+        if not remaining or run.done:
+            for j in remaining:
+                j.outcome, j.message = "error", "no result was reported for this case"
+            break
+        if run.timed_out:
+            for j in remaining:
+                j.outcome, j.message = "notrun", "not run: the part used up its time limit on an earlier case"
+            break
+        restarts += 1
+        if restarts > opts.max_restarts:
+            for j in remaining:
+                j.outcome, j.message = "notrun", "not run: the process kept dying on earlier cases"
+            break
+    return status
 
 
 def grade_part(a: Assignment, part: Part, sub_cells: dict[str, str], opts: GradeOptions,
@@ -203,88 +291,35 @@ def grade_part(a: Assignment, part: Part, sub_cells: dict[str, str], opts: Grade
     if forbidden:
         for j in jobs:
             j.outcome, j.message = "forbidden", forbidden
+    if not forbidden and not missing and not_started(a, part, sub_cells):
+        for j in jobs:
+            if j.outcome == "pending":
+                j.outcome, j.message = "error", f"{NOT_IMPLEMENTED} (the handout's cells, untouched)"
     cell_errors: list[tuple[str, str]] = []  # (cell id, message) of graded cells that raised
+    rejected: list[str] = []                 # a stub reached, the grader patched: the part scores 0
     limits = sandbox.Limits(timeout_s=opts.timeout or part.timeout or a.timeout,
                             memory_mb=opts.memory_mb or a.memory_mb)
-    remaining = [j for j in jobs if j.outcome == "pending"]
-    restarts = 0
-    while remaining:
-        cells = _cells_for(a, part, sub_cells, ref, bad_cells)
-        run = sandbox.run_child(
-            spec_file=a.spec_file, spec_module=a.module_name, cells=cells,
-            jobs=[{"k": j.k, "observe": j.test.observe.__name__, "params": j.case.params,
-                   "label": j.case.label} for j in remaining],
-            inputs={k: v for k, v in inputs.items() if int(k.split("/")[0]) in {j.k for j in remaining}},
-            limits=limits, keep=opts.keep_sandbox, spec_extra=[str(p) for p in a.spec_paths()[1:]])
-        if not run.sandbox or not run.sandbox.get("ok"):
-            why = (run.sandbox or {}).get("error") or f"the child did not start ({run.describe_exit()}): " \
-                                                      f"{run.stderr_tail[-500:]}"
-            for j in remaining:
-                j.outcome, j.message = "internal", f"grader error: the sandbox could not be set up ({why})"
-            status = "error"
-            break
-        # the per-cell report: errors in this part's own cells explain failures below
-        if run.cells:
-            for c in run.cells:
-                if c.get("role") == "graded" and not c.get("ok"):
-                    msg = _student_error_message(c.get("error", {}), f" in cell '{c['id']}'")
-                    if all(m != msg for _, m in cell_errors):
-                        cell_errors.append((c["id"], msg))
-                if c.get("role") in ("preamble", "reference") and not c.get("ok"):
-                    notes.append(f"grader error: {c['role']} cell {c['id']} failed: "
-                                 f"{c.get('error', {}).get('message', '')}")
-                    status = worst(status, "error")
-        unfinished = [i for i in run.cell_started if i not in run.cell_done]
-        if unfinished:
-            cell = cells[unfinished[0]]
-            what = run.describe_exit()
-            if cell["role"] == "dependency" and restarts < opts.max_restarts:
-                bad_cells.add(cell["id"])
-                notes.append(f"cell '{cell['id']}' stopped the grader ({what}); later parts run without it")
-                restarts += 1
-                continue
-            kind = "timeout" if run.timed_out else "crash"
-            msg = f"while running cell '{cell['id']}', {what}."
-            for j in remaining:
-                j.outcome, j.message = kind, msg
-            status = worst(status, "timeout" if run.timed_out else "crashed")
-            break
-        for j in remaining:
-            st = run.status.get(j.k)
-            if st is not None:
-                if st.get("ok") and j.k in run.observations:
-                    j.outcome, j.obs = "ok", run.observations[j.k]
-                elif st.get("ok"):
-                    j.outcome = "error"
-                    j.message = ("the results of this case could not be read: "
-                                 + run.observation_errors.get(j.k, "no observations were written"))
-                else:
-                    j.outcome = "error"
-                    j.message = _student_error_message(st.get("error") or {})
-            elif j.k in run.started:
-                j.outcome = "timeout" if run.timed_out else "crash"
-                j.message = f"while running this case, {run.describe_exit()}."
-                status = worst(status, "timeout" if run.timed_out else "crashed")
-        remaining = [j for j in remaining if j.outcome == "pending"]
-        if not remaining or run.done:
-            for j in remaining:
-                j.outcome, j.message = "error", "no result was reported for this case"
-            break
-        if run.timed_out:
-            for j in remaining:
-                j.outcome, j.message = "notrun", "not run: the part used up its time limit on an earlier case"
-            break
-        restarts += 1
-        if restarts > opts.max_restarts:
-            for j in remaining:
-                j.outcome, j.message = "notrun", "not run: the process kept dying on earlier cases"
-            break
-
+    groups: dict[tuple[str, ...], list[_Job]] = {}
+    for j in jobs:                           # one child per set of stubs (most parts have one)
+        groups.setdefault(tuple(sorted({*part.stubs, *j.test.stubs})), []).append(j)
+    preload = a.child_imports()
+    for stubs, group in groups.items():
+        st = _run_group(a, part, sub_cells, ref, bad_cells, group, inputs, list(stubs), preload, limits, opts,
+                        notes, cell_errors, rejected)
+        status = worst(status, st)
+    if ref is not None:          # a helper of the student's earlier cells is not there: say why
+        earlier = [(q.id, c, sub_cells[c]) for q in a.parts[:a.parts.index(part)] for c in q.cells if c in sub_cells]
+        cell_errors[:] = [(c, own_helper_hint(m, earlier)) for c, m in cell_errors]
+        for j in jobs:
+            j.message = own_helper_hint(j.message, earlier)
+    if rejected and not forbidden:
+        forbidden = rejected[0]
     # ---- verdicts, here in the parent --------------------------------------------------------------
     art_dir = Path(opts.artifacts_dir) if opts.artifacts_dir else None
     results = []
+    judged: dict[str, list[tuple[Case, Verdict]]] = {}
     for t in tests:
-        verdicts: list[tuple[Case, Verdict]] = []
+        verdicts = judged[t.name] = []
         for j in per_test[t.name]:
             if j.outcome == "ok":
                 ctx = VerdictContext(a, part, t, j.case, art_dir, opts.plot_timeline)
@@ -306,8 +341,14 @@ def grade_part(a: Assignment, part: Part, sub_cells: dict[str, str], opts: Grade
                     v = Verdict.fail(f"{_relevant_cell_error(cell_errors, t.name)}\n"
                                      f"(and then, running the test: {j.message})")
             verdicts.append((j.case, v))
+            if v.reject and not forbidden:
+                forbidden = f"{v.message}: the part scores 0"
+    for t in tests:
+        verdicts = judged[t.name]
         n = len(verdicts)
-        passed = sum(v.passed for _, v in verdicts)
+        passed = sum(v.passed for c, v in verdicts)
+        if any(c.trivial for c, _ in verdicts) and not any(v.passed for c, v in verdicts if not c.trivial):
+            passed = 0          # a case a do-nothing answer passes counts only beside a real one
         score = t.points if passed == n else (t.points * passed / n if t.partial else 0.0)
         fails = [(c, v) for c, v in verdicts if not v.passed]
         if fails:
@@ -317,15 +358,21 @@ def grade_part(a: Assignment, part: Part, sub_cells: dict[str, str], opts: Grade
                 msg += f"\n({len(fails)} of {n} cases failed)"
         else:
             msg = f"passed ({n} case{'s' if n != 1 else ''})"
-        if forbidden:
-            msg = forbidden        # the same words for every test of the part: the report says them once
+        if forbidden:              # the same words for every test of the part: the report says them once
+            msg, score, passed = forbidden, 0.0, 0
         arts = [p for _, v in verdicts for p in v.artifacts]
         results.append(TestResult(part.id, t.name, float(t.points), round(float(score), 4), msg,
                                   t.visibility, arts, n, passed))
-    if jobs and all(j.outcome == "error" and j.message.startswith(NOT_IMPLEMENTED) for j in jobs):
+    if not cell_errors and not missing and not forbidden:
+        _one_error_said_once(results, per_test)
+    cells_unstarted = bool(cell_errors) and all(m.startswith(NOT_IMPLEMENTED) for _, m in cell_errors)
+    if jobs and not forbidden and all(j.outcome == "error" and (j.message.startswith(NOT_IMPLEMENTED) or
+                                                               cells_unstarted) for j in jobs):
+        # (a cell that raised NotImplementedError at its top level defines nothing: its tests fail on names)
         said = ", ".join(f"'{c}'" for c in part.cells if c in sub_cells)
         for r in results:      # one message for the whole part, so the report says it once
-            r.message = f"{NOT_IMPLEMENTED}: this part is not started (its cells {said} still raise NotImplementedError)"
+            r.message = (f"{NOT_IMPLEMENTED}: this part is not started (its cells {said} still raise "
+                         f"NotImplementedError)")
     return results, status, notes
 
 
@@ -359,6 +406,8 @@ def grade_notebook(path: str | Path, a: Assignment, opts: GradeOptions | None = 
         res.status, res.message = "error", f"grader error: {e}"
         res.tests = _zero_tests(a, opts, f"not graded: {e}")
         return res
+    if ref is None and a.solution:
+        notes.append(NO_REFERENCE)
     bad_cells: set[str] = set()
     status = "ok"
     for part in a.parts:

@@ -36,7 +36,7 @@ from pathlib import Path
 
 from .containment import (Capabilities, _kill_cgroup, _live_children, _lock, _make_cgroup, _set_subreaper,
                           _starttime, _sweep, _user_tasks, capabilities, process_limit_mode)
-from .runtime import CHILD_FILES, minigrad_dir, runtime_template, site_dirs
+from .runtime import CHILD_FILES, _rmtree, minigrad_dir, runtime_template, site_dirs
 
 __all__ = ["CHILD_FILES", "Capabilities", "ChildRun", "Limits", "capabilities", "load_observation",
            "minigrad_dir", "process_limit_mode", "run_child", "runtime_template", "site_dirs"]
@@ -121,25 +121,33 @@ def load_observation(path: Path, max_bytes: int) -> dict:
 
 def run_child(*, spec_file: str, spec_module: str, cells: list[dict], jobs: list[dict],
               inputs: dict[str, object], limits: Limits, keep: str | Path | None = None,
-              spec_extra: list[str] | None = None) -> ChildRun:
+              spec_extra: list[str] | None = None, stubs: list[str] = (), preload: list[str] = ()) -> ChildRun:
     """Run `cells` then observe every job in one sandboxed child; return what it wrote.
 
     `jobs`: [{"k": int, "observe": function name, "params": {...}, "label": str}];
     `inputs`: {"<k>/<name>": array}. With `keep`, the sandbox folder is copied there (debugging).
-    `spec_extra`: the spec's private sibling packages, copied next to it.
+    `spec_extra`: the spec's private sibling packages, copied next to it. `stubs`: the names of minigrad
+    the child's copy leaves out (autograder/stubs.py). `preload`: modules imported before student code.
 
     One child at a time per process: the clean-up treats every process re-parented to this one while
     the child ran as the child's (batch grading runs one grader process per submission).
     """
     import numpy as np
+    from .runtime import shared
     _set_subreaper(True)
     caps = capabilities()
-    template = runtime_template(spec_file, spec_extra)
+    template = runtime_template(spec_file, spec_extra, stubs)
     box = Path(tempfile.mkdtemp(prefix="autograder-box-"))
     cgroup = None
     try:
-        runtime, work, out = box / "runtime", box / "work", box / "out"
-        shutil.copytree(template, runtime)
+        runtime, work, out = box / "job", box / "work", box / "out"
+        if shared():                # the child can read the template but not change it: no copy needed
+            code = template
+            runtime.mkdir()
+        else:                       # else a copy of its own, so no child changes what a later one imports
+            code = box / "runtime"
+            shutil.copytree(template, code)
+            runtime.mkdir()
         (work / "tmp").mkdir(parents=True)
         out.mkdir()
         np.savez(runtime / "inputs.npz", **inputs)
@@ -154,10 +162,11 @@ def run_child(*, spec_file: str, spec_module: str, cells: list[dict], jobs: list
             nproc = _user_tasks(uid) + limits.nproc_headroom
         else:
             cgroup = _make_cgroup(limits.nproc_headroom)
-        read_dirs = [str(runtime), sys.base_prefix, sys.base_exec_prefix, *site_dirs(),
+        read_dirs = [str(runtime), str(code), sys.base_prefix, sys.base_exec_prefix, *site_dirs(),
                      "/usr", "/lib", "/lib64", "/bin", "/etc", "/proc", "/sys/devices/system/cpu"]
         job = {
             "spec_module": spec_module,
+            "code_dir": str(code),
             "site_dirs": site_dirs(),
             "out_dir": str(out),
             "limits": {"cpu_s": limits.cpu_s, "memory_mb": limits.memory_mb, "fsize_mb": limits.fsize_mb,
@@ -167,6 +176,7 @@ def run_child(*, spec_file: str, spec_module: str, cells: list[dict], jobs: list
                          if caps.landlock_abi else None),
             "cells": cells,
             "jobs": jobs,
+            "preload": list(preload),
         }
         (runtime / "job.json").write_text(json.dumps(job))
         if caps.sandbox_user:
@@ -174,6 +184,7 @@ def run_child(*, spec_file: str, spec_module: str, cells: list[dict], jobs: list
                 os.chown(p, uid, -1)
             for p in (box, runtime):
                 p.chmod(0o755)
+            (runtime / "inputs.npz").chmod(0o644)
         stderr_path = box / "stderr.txt"
         env = {"PATH": "/usr/bin:/bin", "HOME": str(work), "TMPDIR": str(work / "tmp"), "LANG": "C.UTF-8",
                "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
@@ -186,7 +197,7 @@ def run_child(*, spec_file: str, spec_module: str, cells: list[dict], jobs: list
         with open(stderr_path, "wb") as err:
             with _lock:
                 proc = subprocess.Popen(
-                    [sys.executable, "-I", "-S", "-B", str(runtime / "autograder" / "_child.py"), str(r),
+                    [sys.executable, "-I", "-S", "-B", str(code / "autograder" / "_child.py"), str(r),
                      str(runtime / "job.json")],
                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, cwd=work, env=env,
                     pass_fds=(r,), start_new_session=True, close_fds=True, **extra)
@@ -254,15 +265,3 @@ def run_child(*, spec_file: str, spec_module: str, cells: list[dict], jobs: list
             _kill_cgroup(cgroup)
         _set_subreaper(False)
         _rmtree(box)
-
-
-def _rmtree(path: Path) -> None:
-    """Remove a sandbox folder even if the student made parts of it unreadable."""
-    def fix(func, p, _exc):
-        try:
-            os.chmod(os.path.dirname(p), 0o700)
-            os.chmod(p, 0o700)
-            func(p)
-        except OSError:
-            pass
-    shutil.rmtree(path, onerror=fix)

@@ -6,6 +6,7 @@ process, without a sandbox, hidden cases or reference substitution, so it never 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -48,7 +49,29 @@ class _Ctx:
         return None
 
 
-def _one(a, part, test, case, ns) -> Verdict:
+def _where(exc, sources, spec_dir="") -> str:
+    """Where in the student's code an exception was raised: "cell 'a3-accum' line 7: `total / count`" when
+    the line is in one of the part's graded cells `sources` [(cell id, source)], else its line and code."""
+    import traceback
+    from pathlib import Path as _P
+    skip = [str(_P(__file__).resolve().parent), str(_P(np.__file__).resolve().parent.parent), spec_dir or "\0"]
+    try:
+        import minigrad
+        skip.append(str(_P(minigrad.__file__).resolve().parent))
+    except Exception:
+        pass
+    for f in reversed(traceback.extract_tb(exc.__traceback__)):
+        if any(str(f.filename).startswith(d) for d in skip) or not f.line:
+            continue
+        for cid, src in sources:
+            lines = src.splitlines()
+            if 0 < f.lineno <= len(lines) and lines[f.lineno - 1].strip() == f.line.strip():
+                return f" (cell '{cid}' line {f.lineno}: `{f.line.strip()}`)"
+        return f" (line {f.lineno}: `{f.line.strip()}`)"
+    return ""
+
+
+def _one(a, part, test, case, ns, sources=()) -> Verdict:
     try:
         case.inputs = dict(test.inputs(case.params)) if test.inputs else {}
     except Exception as e:
@@ -61,7 +84,7 @@ def _one(a, part, test, case, ns) -> Verdict:
     except NotImplementedError:
         return Verdict.fail(NOT_IMPLEMENTED)
     except BaseException as e:   # SystemExit from student code must not end the kernel's cell silently
-        return Verdict.fail(f"{type(e).__name__}: {e}")
+        return Verdict.fail(f"{type(e).__name__}: {e}{_where(e, sources, str(Path(a.spec_file).resolve().parent))}")
     try:
         return test.verdict(case, obs, _Ctx(a, part, test, case))
     except Exception as e:
@@ -128,22 +151,65 @@ def graded_sources(a, part, namespace: dict) -> list[tuple[str, str]]:
     return out
 
 
+def saved_notebook(a, namespace: dict):
+    """The notebook file this kernel runs, when it can be told: JupyterLab's ``__session__``, VS Code's
+    ``__vsc_ipynb_file__``, else the assignment's notebook in the working folder (Jupyter starts a kernel in
+    its notebook's folder). None when there is none."""
+    from pathlib import Path
+    for key in ("__session__", "__vsc_ipynb_file__"):
+        p = namespace.get(key)
+        if isinstance(p, str) and p.endswith(".ipynb") and Path(p).is_file():
+            return Path(p)
+    p = Path.cwd() / a.notebook
+    return p if p.is_file() else None
+
+
+def _normal(src: str) -> list[str]:
+    return [ln.strip() for ln in src.splitlines() if ln.strip() and not ln.strip().startswith("# GRADED CELL")]
+
+
+def what_the_grader_sees(a, part, sources, path) -> list[str]:
+    """Warnings when the saved notebook's graded cells are not the code this self-check ran: a graded cell
+    missing (its id is how the grader finds it), or the code in another cell, or not saved yet."""
+    from .notebook import NotebookError, load_submission
+    try:
+        cells = load_submission(path).cells
+    except NotebookError:
+        return []
+    out = []
+    for cid in part.cells:
+        if cid not in cells:
+            out.append(f"cell '{cid}' is missing from {path.name}: the grader finds graded cells by the id in their "
+                       f"metadata, so it will score {part.id} 0. To recover, copy the cell that starts with "
+                       f"`# GRADED CELL '{cid}'` from the handout (assignments/{a.notebook}) into your notebook, put "
+                       f"your code in it, and delete your copy")
+            continue
+        ran = [src for c, src in sources if c == cid]
+        if ran and all(_normal(src) != _normal(cells[cid]) for src in ran):
+            out.append(f"the code this self-check ran for {part.id} is not what cell '{cid}' of {path.name} holds, "
+                       f"and the grader runs only that cell: if you wrote it in another cell, move it into the cell "
+                       f"that starts with `# GRADED CELL '{cid}'`; if you did, save the notebook")
+    return out
+
+
 def check(assignment: str, part: str | None, namespace: dict, *, quiet: bool = False) -> CheckResult:
     a = load_assignment(assignment)
     parts = [a.part(part)] if part else a.parts
     ns = Namespace(namespace, where="this notebook")
     score = maxs = 0.0
     lines = []
+    path = saved_notebook(a, namespace)
     for p in parts:
         part_lines, started = [], False
-        forbidden = forbidden_message(a.forbidden, a.preamble, graded_sources(a, p, namespace)) \
-            if a.forbidden else ""
+        sources = graded_sources(a, p, namespace)
+        forbidden = forbidden_message(a.forbidden, a.preamble, sources)
+        warnings = what_the_grader_sees(a, p, sources, path) if path is not None else []
         if forbidden:                   # what the grader will say: the part scores 0, its tests do not run
             maxs += p.points
             lines += [f"  [FAIL] {p.id}: {forbidden} (0/{p.points:g})"]
             continue
         for t in p.tests:
-            vs = [(c, _one(a, p, t, c, ns)) for c in t.public_cases()]
+            vs = [(c, _one(a, p, t, c, ns, sources)) for c in t.public_cases()]
             ok = [v.passed for _, v in vs]
             started |= any(v.message != NOT_IMPLEMENTED for _, v in vs)
             got = t.points if all(ok) else (t.points * sum(ok) / len(ok) if t.partial else 0.0)
@@ -157,7 +223,7 @@ def check(assignment: str, part: str | None, namespace: dict, *, quiet: bool = F
         if not started:            # said once for the part, not under every test
             part_lines = [f"  [FAIL] {p.id}: not started, its cells still raise NotImplementedError "
                           f"(0/{p.points:g})"]
-        lines += part_lines
+        lines += part_lines + [f"  [WARN] {w}" for w in warnings]
     label = part or "all parts"
     head = f"{a.id} {label}: {score:g}/{maxs:g} points on the public tests"
     tail = "  (a self-check: grades come from the autograder, with more cases)"

@@ -42,6 +42,7 @@ class Verdict:
     passed: bool
     message: str = ""
     artifacts: list[str] = field(default_factory=list)   # files (plots) written next to the report
+    reject: bool = False      # the observations show the grader's world was tampered with: the part scores 0
 
     @staticmethod
     def ok(message: str = "") -> "Verdict":
@@ -51,13 +52,19 @@ class Verdict:
     def fail(message: str, artifacts: list[str] | None = None) -> "Verdict":
         return Verdict(False, message, list(artifacts or []))
 
+    @staticmethod
+    def rejected(message: str) -> "Verdict":
+        """Evidence of tampering (a forged log, a device changed behind the grader's back): not one failed
+        case but the whole part, scored 0 with `message`, as for a forbidden use."""
+        return Verdict(False, message, [], True)
+
     def __and__(self, other: "Verdict") -> "Verdict":
         """The first failure wins; artifacts of both are kept."""
         arts = self.artifacts + other.artifacts
         if not self.passed:
-            return Verdict(False, self.message, arts)
+            return Verdict(False, self.message, arts, self.reject)
         if not other.passed:
-            return Verdict(False, other.message, arts)
+            return Verdict(False, other.message, arts, other.reject)
         return Verdict(True, "; ".join(m for m in (self.message, other.message) if m), arts)
 
 
@@ -68,6 +75,8 @@ class Case:
     label: str = ""
     hidden: bool = False
     inputs: dict[str, Any] = field(default_factory=dict)   # filled by the parent (arrays)
+    trivial: bool = False    # a do-nothing answer passes it (unbroadcast to the same shape): it earns credit
+    #                          only when some other case of its test passes too
 
     def __getitem__(self, key: str):
         return self.inputs[key]
@@ -100,6 +109,8 @@ class Test:
     partial: bool = False
     visibility: str = "visible"                 # Gradescope: visible, hidden, after_due_date, after_published
     description: str = ""
+    stubs: list[str] = field(default_factory=list)   # more of minigrad left out of this test's child than the
+    #   part's (its tests run in a child of their own): what only this test's student code could misuse
 
     def public_cases(self) -> list[Case]:
         return [c if isinstance(c, Case) else Case(dict(c)) for c in self.cases]
@@ -115,6 +126,15 @@ class Part:
     names: list[str] = field(default_factory=list)   # what the part defines (for messages)
     objective: str = ""
     timeout: float | None = None                       # seconds; default Assignment.timeout
+    stubs: list[str] = field(default_factory=list)    # minigrad's own versions of what this part asks students
+    #   to write: in this part's child they are stubs that raise (autograder/stubs.py), whatever the route
+
+    def stub_groups(self) -> list[tuple[tuple[str, ...], list["Test"]]]:
+        """The part's tests grouped by the stubs of their child (one child per group, in test order)."""
+        groups: dict[tuple[str, ...], list[Test]] = {}
+        for t in self.tests:
+            groups.setdefault(tuple(sorted({*self.stubs, *t.stubs})), []).append(t)
+        return list(groups.items())
 
     @property
     def points(self) -> float:
@@ -132,11 +152,14 @@ class Assignment:
     preamble: str = "import numpy as np\n"   # run in the child before any cell (imports the cells assume)
     timeout: float = 10.0          # wall-clock seconds per part (one child process per part)
     memory_mb: int = 2048          # address-space limit of the child
-    run_student_dependencies: bool = True   # also run the student's cells of earlier parts (guarded),
-    #                                         so their helpers exist; the reference then overrides them
+    run_student_dependencies: bool = False  # also run the student's cells of earlier parts (guarded) when
+    #   a reference exists. Off: a later part runs on the reference alone, so nothing a student's earlier cell
+    #   planted (a patch, a hook) is live while it is graded. Without a reference they always run.
     forbidden: list[str] = field(default_factory=list)   # dotted names a graded cell may not use: its
     #   part scores 0 (e.g. "minigrad.ops" when students rewrite minigrad's ops). Checked on the cell's syntax
     #   tree (autograder/forbidden.py): imports and attribute uses, not comments or the student's own names.
+    summary: str = ""              # what each part is graded on, in a sentence or two: autograder/README.md's
+    #                                assignment table is generated from it (python -m autograder generate)
     requirements: list[str] = field(default_factory=list)   # distributions grading needs besides numpy,
     #   nbformat and tqdm that no import of the spec shows (a4: "scikit-learn", reached via minigrad.datasets);
     #   the Gradescope bundle pins them with what the spec's own imports need (autograder/bundle.py)
@@ -153,6 +176,21 @@ class Assignment:
         private = [d for d in sorted(spec.parent.glob(prefix + "*"))
                    if d.is_dir() and (d / "__init__.py").is_file()]
         return [spec, *private]
+
+    def child_imports(self) -> list[str]:
+        """The minigrad modules the spec's child-side code imports (at its top or inside functions): the child
+        imports them before any student code, so the integrity guard watches them from the start."""
+        import ast
+        spec = Path(self.spec_file)
+        files = sorted(spec.rglob("*.py")) if spec.is_dir() else [spec]
+        out: list[str] = []
+        for f in files:
+            for node in ast.walk(ast.parse(f.read_text())):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                    [node.module, *(f"{node.module}.{a.name}" for a in node.names)] \
+                    if isinstance(node, ast.ImportFrom) and node.module and not node.level else []
+                out += [n for n in names if n.split(".")[0] == "minigrad" and n not in out]
+        return out
 
     @property
     def max_score(self) -> float:

@@ -38,21 +38,19 @@ def inputs_adamw(p):
     return arrays
 
 
-def _adamw_reference(p0, grads, lrs, betas, eps, wd, bias_correction=True, decoupled=True):
-    """Closed-form AdamW (Loshchilov & Hutter; PyTorch's torch.optim.AdamW), float64: the trajectory."""
-    b1, b2 = betas
-    p, m, v = p0.copy(), np.zeros_like(p0), np.zeros_like(p0)
+def _adamw_reference(p0, grads, lrs, betas, eps, wd, decoupled=True):
+    """The trajectory minigrad's own AdamW takes (PyTorch's torch.optim.AdamW), in float64 (parent);
+    ``decoupled=False``: minigrad's Adam with L2 weight decay, the usual mistake."""
+    import minigrad as mg
+    param = mg.tensor(p0.copy(), requires_grad=True)
+    cls = mg.optim.AdamW if decoupled else mg.optim.Adam
+    opt = cls([param], lr=float(lrs[0]), betas=tuple(betas), eps=eps, weight_decay=wd)
     out = []
-    for t, (g, lr) in enumerate(zip(grads, lrs), start=1):
-        if decoupled:
-            p = p * (1 - lr * wd)
-        else:
-            g = g + wd * p
-        m = b1 * m + (1 - b1) * g
-        v = b2 * v + (1 - b2) * g * g
-        mh, vh = (m / (1 - b1 ** t), v / (1 - b2 ** t)) if bias_correction else (m, v)
-        p = p - lr * mh / (np.sqrt(vh) + eps)
-        out.append(p)
+    for g, lr in zip(grads, lrs):
+        opt.param_groups[0]["lr"] = float(lr)
+        param.grad = mg.tensor(np.array(g, dtype=np.float64))
+        opt.step()
+        out.append(np.array(param.data, dtype=np.float64))
     return np.stack(out)
 
 
@@ -84,53 +82,55 @@ def verdict_adamw(case, obs, ctx):
         v = V.compare(f"AdamW.step, parameter {i}", got, expected, what="parameter", **TOL)
         if v.passed:
             continue
-        step = _first_bad_step(got, expected)
-        hint = _adamw_hint(got, args)
-        return Verdict.fail(f"after step {step + 1}: {v.message}{hint}")
+        if got.shape != expected.shape:
+            return Verdict.fail(f"AdamW.step, parameter {i}: {len(expected)} steps of shape "
+                                f"{tuple(expected.shape[1:])} expected, got an array of shape {got.shape}")
+        step = _first_bad_step(got, expected)        # the step, then the element within the parameter
+        v = V.compare(f"AdamW.step, parameter {i} after step {step + 1} of {len(expected)}", got[step],
+                      expected[step], what="parameter", **TOL)
+        return Verdict.fail(v.message + _adamw_hint(got, expected, args, step))
     return Verdict.ok()
 
 
 def _first_bad_step(got, expected):
-    if got.shape != expected.shape:
-        return 0
     bad = ~np.isclose(got, expected, **TOL).reshape(len(got), -1).all(axis=1)
     return int(np.argmax(bad))
 
 
-def _adamw_hint(got, args):
+def _adamw_hint(got, expected, args, step):
     """Name the usual mistake when the trajectory matches it."""
-    if got.shape != args[1].shape:
-        return ""
-    suspects = [(dict(bias_correction=False), "; your updates match Adam *without bias correction*: divide m "
-                 "by (1 - beta1**t) and v by (1 - beta2**t), with t counted from 1 for each parameter"),
-                (dict(decoupled=False), "; your updates match weight decay added to the gradient (L2, as in "
-                 "Adam): AdamW decays the parameter directly, p *= 1 - lr * weight_decay, before the Adam step")]
-    for kw, hint in suspects:
-        if np.allclose(got, _adamw_reference(*args, **kw), rtol=1e-9, atol=1e-12):
-            return hint
+    p0, grads, lrs, (b1, b2), eps, wd = args
+    if np.allclose(got, _adamw_reference(*args, decoupled=False), rtol=1e-9, atol=1e-12):
+        return ("; your updates match weight decay added to the gradient (L2, as in Adam): AdamW decays the "
+                "parameter directly, p *= 1 - lr * weight_decay, before the Adam step")
+    g, lr = grads[0], lrs[0]
+    decayed = p0 * (1 - lr * wd)          # step 1 is the decay, then the Adam update
+    if step == 0 and np.allclose(got[0] - decayed, -(expected[0] - decayed), rtol=1e-9, atol=1e-12):
+        return "; your update has the opposite sign: subtract lr * m_hat / (sqrt(v_hat) + eps)"
+    plain = decayed - lr * (1 - b1) * g / (np.sqrt((1 - b2) * g * g) + eps)   # no bias correction
+    if step == 0 and np.allclose(got[0], plain, rtol=1e-9, atol=1e-12):
+        return ("; your first update matches Adam *without bias correction*: divide m by (1 - beta1**t) and v by "
+                "(1 - beta2**t), with t counted from 1 for each parameter")
     return ""
 
 
 def observe_adamw_memory(ns, case):
     """Peak bytes allocated (tracemalloc counts every NumPy array, minigrad's pool segments included) while
-    the optimizer is built and steps, above what existed before: state and temporaries."""
-    import gc, tracemalloc  # noqa: E401
+    the optimizer is built and steps, above what existed before: state and temporaries. The grader's meter
+    fails the case if the student's code stopped, restarted or reset the measurement."""
+    import gc
     import minigrad as mg
+    from autograder._guard import meter
     p = case.params
     params = [mg.tensor(case[f"p{i}"].copy(), requires_grad=True) for i in range(len(p["shapes"]))]
     for i, param in enumerate(params):
         param.grad = mg.tensor(case[f"g{i}"][0].copy())
     gc.collect()
-    tracemalloc.start()
-    try:
-        base = tracemalloc.get_traced_memory()[0]
+    with meter() as m:
         opt = ns.AdamW(params, lr=1e-3, weight_decay=1e-2)
         for _ in range(p["steps"]):
             opt.step()
-        peak = tracemalloc.get_traced_memory()[1] - base
-    finally:
-        tracemalloc.stop()
-    return {"peak": np.array(peak, dtype=np.int64),
+    return {"peak": np.array(m.peak, dtype=np.int64),
             "nbytes": np.array([param.data.nbytes for param in params], dtype=np.int64)}
 
 
@@ -174,12 +174,18 @@ def verdict_skip(case, obs, ctx):
 
 
 # ---- part 2: warmup + cosine -------------------------------------------------------------------------------
-def closed_form_lr(t, base, warmup, total, min_lr):
-    if t < warmup:
-        return base * (t + 1) / (warmup + 1)
-    if t >= total:
-        return min_lr
-    return min_lr + (base - min_lr) * (1 + math.cos(math.pi * (t - warmup) / (total - warmup))) / 2
+def expected_lrs(base, warmup, total, min_lr, steps):
+    """The learning rate at steps 0..steps-1 (parent): minigrad's own ``warmup_cosine`` up to total_steps, then
+    min_lr (the handout's schedule stays at min_lr, where PyTorch's cosine would turn back up)."""
+    import minigrad as mg
+    w = mg.zeros(1, requires_grad=True)
+    opt = mg.optim.SGD([w], lr=base)
+    sched = mg.optim.lr_scheduler.warmup_cosine(opt, warmup, total, min_lr=min_lr)
+    out = []
+    for t in range(steps):
+        out.append(opt.param_groups[0]["lr"] if t < total else min_lr)
+        sched.step()
+    return np.array(out, dtype=np.float64)
 
 
 def observe_lr_at(ns, case):
@@ -190,19 +196,20 @@ def observe_lr_at(ns, case):
 
 def verdict_lr_at(case, obs, ctx):
     p = case.params
-    exp = np.array([closed_form_lr(t, p["base"], p["warmup"], p["total"], p["min_lr"]) for t in range(p["total"] + 3)])
+    exp = expected_lrs(p["base"], p["warmup"], p["total"], p["min_lr"], p["total"] + 3)
     got = np.asarray(obs.get("lr"))
     v = V.compare("lr_at", got, exp, what="learning rate", **TOL)
     if v.passed or got.shape != exp.shape:
         return v
-    t, hint = int(np.argmax(~np.isclose(got, exp, **TOL))), ""
-    if p["warmup"] and np.isclose(got[0], 0.0):
+    t, hint = int(np.argmax(~np.isclose(got, exp, **TOL))), ""      # the first wrong step, named once
+    if p["warmup"] and t == 0 and np.isclose(got[0], 0.0):
         hint = "; at step 0 the warmup gives base_lr * 1 / (warmup_steps + 1), not 0 (t counts from 0)"
-    elif p["warmup"] and np.isclose(got[p["warmup"]], closed_form_lr(p["warmup"] + 1, p["base"], p["warmup"],
-                                                                     p["total"], p["min_lr"])):
-        hint = "; the cosine starts at t = warmup_steps with the full base_lr (off by one)"
-    return Verdict.fail(f"step {t}: lr_at returned {float(got[t])!r}, expected {float(exp[t])!r} "
-                        f"({v.message}){hint}")
+    elif p["warmup"] and np.isclose(got[t], exp[min(t + 1, len(exp) - 1)], **TOL):
+        hint = (f"; that is the rate of step {t + 1}: your schedule runs one step ahead (off by one: the cosine "
+                f"starts at t = warmup_steps with the full base_lr)")
+    elif p["warmup"] and t and np.isclose(got[t], exp[t - 1], **TOL):
+        hint = f"; that is the rate of step {t - 1}: your schedule runs one step behind (off by one)"
+    return Verdict.fail(f"lr_at(t={t}, ...) returned {float(got[t])!r}, expected {float(exp[t])!r}{hint}")
 
 
 def observe_scheduler(ns, case):
@@ -220,15 +227,17 @@ def observe_scheduler(ns, case):
 
 def verdict_scheduler(case, obs, ctx):
     p = case.params
-    exp = np.array([[closed_form_lr(t, b, p["warmup"], p["total"], p["min_lr"]) for b in p["bases"]]
-                    for t in range(p["total"] + 3)])
+    exp = np.stack([expected_lrs(b, p["warmup"], p["total"], p["min_lr"], p["total"] + 3) for b in p["bases"]], 1)
     v = V.compare("WarmupCosine (learning rate of each param group after t calls to step())",
                   obs.get("lrs"), exp, what="learning rate", **TOL)
-    if not v.passed and np.asarray(obs.get("lrs")).shape == exp.shape:
-        got = np.asarray(obs.get("lrs"))
-        if np.allclose(got[:, 1:], got[:, :1]) and len(set(p["bases"])) > 1:
-            return Verdict.fail(v.message + "; every group got the same lr: scale each group's own initial lr")
-    return v
+    got = np.asarray(obs.get("lrs"))
+    if v.passed or got.shape != exp.shape:
+        return v
+    if np.allclose(got[:, 1:], got[:, :1]) and len(set(p["bases"])) > 1:
+        return Verdict.fail("WarmupCosine: every group got the same lr: scale each group's own initial lr")
+    t, g = np.argwhere(~np.isclose(got, exp, **TOL))[0]      # the first wrong step, then the group
+    return Verdict.fail(f"WarmupCosine: after {t} call(s) to step(), param group {g} has lr {float(got[t, g])!r}, "
+                        f"expected {float(exp[t, g])!r}")
 
 
 # ---- part 3: clip_grad_norm_ ----------------------------------------------------------------------------------
@@ -238,13 +247,20 @@ def inputs_clip(p):
 
 
 def observe_clip(ns, case):
+    out = _clip_run(ns, case, case.params["max_norm"])
+    if case.params.get("check", "clip") == "clip":   # leaving small gradients alone is credited only to a clip
+        out.update({f"small_{k}": v for k, v in _clip_run(ns, case, 1e-3).items()})   # that clips large ones
+    return out
+
+
+def _clip_run(ns, case, max_norm):
     import minigrad as mg
     n = len(case.params["shapes"])
     params = [mg.zeros(*case[f"g{i}"].shape, dtype=mg.float64, requires_grad=True) for i in range(n)]
     for i, w in enumerate(params):
         w.grad = mg.tensor(case[f"g{i}"].copy())
     arrays = [w.grad.data for w in params]
-    total = ns.clip_grad_norm_(params, case.params["max_norm"])
+    total = ns.clip_grad_norm_(params, max_norm)
     out = {f"g{i}": np.array(w.grad.data) for i, w in enumerate(params)}
     out["total"] = np.array(float(total.item() if hasattr(total, "item") else total))
     out["in_place"] = np.array(all(w.grad.data is a for w, a in zip(params, arrays)))
@@ -275,6 +291,10 @@ def verdict_clip(case, obs, ctx):
                                 f"gradients did not change")
         return Verdict.ok()
     if norm <= p["max_norm"]:
+        small = [np.asarray(obs.get(f"small_g{i}")) for i in range(len(grads))]
+        if all(g.shape == e.shape and np.array_equal(g, e) for g, e in zip(small, grads)):
+            return Verdict.fail("leaving gradients below max_norm untouched is credited only to a clip_grad_norm_ "
+                                "that clips: with max_norm=0.001 the same gradients were not changed either")
         if all(np.array_equal(g, e) for g, e in zip(got, grads)):
             return Verdict.ok()
         return Verdict.fail(f"the global norm {norm:.4g} is already below max_norm={p['max_norm']}: the gradients "
@@ -302,10 +322,12 @@ def inputs_accum(p):
     rng = np.random.default_rng(p["seed"])
     n, d = sum(p["sizes"]), p["d"]
     x, y = rng.standard_normal((n, d)), rng.standard_normal(n)
+    out = {"x": x, "y": y, "w": rng.standard_normal(d), "b": rng.standard_normal(1)}
     if p.get("poison") is not None:
+        out["x_clean"] = x.copy()        # the same micro-batches without the NaN: the step must be taken there
         start = sum(p["sizes"][:p["poison"]])
         x[start, 0] = np.nan if p.get("value", "nan") == "nan" else np.inf
-    return {"x": x, "y": y, "w": rng.standard_normal(d), "b": rng.standard_normal(1)}
+    return out
 
 
 def _full_batch_grad(x, y, w, b):
@@ -314,12 +336,19 @@ def _full_batch_grad(x, y, w, b):
 
 
 def observe_accum(ns, case):
+    out = _accum_run(ns, case, case["x"])
+    if "x_clean" in case.inputs:     # skipping is credited only to a step that is taken on finite gradients
+        out.update({f"clean_{k}": v for k, v in _accum_run(ns, case, case["x_clean"]).items()})
+    return out
+
+
+def _accum_run(ns, case, x):
     import minigrad as mg
     p = case.params
     w = mg.tensor(case["w"].copy(), requires_grad=True)
     b = mg.tensor(case["b"].copy(), requires_grad=True)
     opt = mg.optim.SGD([w, b], lr=p.get("lr", 0.1))
-    micro = [(mg.tensor(xb.copy()), mg.tensor(yb.copy())) for xb, yb in _chunks(case["x"], case["y"], p["sizes"])]
+    micro = [(mg.tensor(xb.copy()), mg.tensor(yb.copy())) for xb, yb in _chunks(x, case["y"], p["sizes"])]
     seen, step = {}, opt.step
 
     def spy():                         # the parent judges the gradients the optimizer saw
@@ -342,6 +371,11 @@ def verdict_accum(case, obs, ctx):
     p = case.params
     x, y, w, b = case["x"], case["y"], case["w"], case["b"]
     if p.get("poison") is not None:
+        if not bool(np.asarray(obs.get("clean_stepped", False))) or "clean_seen_w" not in obs or \
+                np.array_equal(obs.get("clean_w"), w):
+            return Verdict.fail("skipping a non-finite step is credited only to an accumulate_step that takes the "
+                                "step on finite gradients: on the same micro-batches without the NaN/inf it did "
+                                "not call optimizer.step() (or did not return stepped=True)")
         if bool(np.asarray(obs.get("stepped"))) or "seen_w" in obs:
             return Verdict.fail("a micro-batch produced a non-finite gradient, yet the optimizer stepped: check "
                                 "every gradient with isfinite before optimizer.step() and skip the step")
@@ -398,10 +432,13 @@ ASSIGNMENT = Assignment(
     timeout=30,
     memory_mb=2048,
     # Adam*, the schedulers, clipping (nn.utils), PyTorch; mg.optim.SGD and mg.optim.Optimizer stay allowed
+    summary="AdamW trajectories vs minigrad's AdamW in float64 (to 1e-12) and its extra memory (the grader's meter); "
+            "the warmup + cosine rate at every step vs minigrad's warmup_cosine; global-norm clipping; accumulated "
+            "gradients vs the full batch's, and a skipped non-finite step credited only beside finite steps taken",
     forbidden=["minigrad.optim.Adam", "minigrad.optim.AdamW", "minigrad.optim.adam", "minigrad.optim.adam_update",
                "minigrad.optim.lr_scheduler", "minigrad.nn.utils", "torch"],
     parts=[
-        Part("part1", "AdamW", cells=["a3-adamw"], names=["AdamW"], tests=[
+        Part("part1", "AdamW", cells=["a3-adamw"], names=["AdamW"], stubs=["minigrad.optim.adam"], tests=[
             Test("first step", 2, observe_adamw, verdict_adamw, inputs_adamw, cases=[
                 _c(_adam(0, [(3, 4)], 1), "one step, a (3, 4) parameter")]),
             Test("closed-form trajectory", 5, observe_adamw, verdict_adamw, inputs_adamw, partial=True, cases=[
@@ -417,7 +454,8 @@ ASSIGNMENT = Assignment(
             Test("optimizer memory", 4, observe_adamw_memory, verdict_adamw_memory, inputs_adamw, cases=[
                 _c(_adam(7, [(256, 256), (256,), (128, 256)], 3), "3 steps, 768 KiB of parameters")]),
         ]),
-        Part("part2", "Warmup + cosine", cells=["a3-schedule"], names=["lr_at", "WarmupCosine"], tests=[
+        Part("part2", "Warmup + cosine", cells=["a3-schedule"], names=["lr_at", "WarmupCosine"],
+             stubs=["minigrad.optim.lr_scheduler"], tests=[
             Test("closed form at every step", 4, observe_lr_at, verdict_lr_at, partial=True, cases=[
                 _c({"base": 0.1, "warmup": 5, "total": 30, "min_lr": 0.0}, "warmup 5, total 30"),
                 _c({"base": 3e-4, "warmup": 10, "total": 50, "min_lr": 1e-5}, "warmup 10, min_lr 1e-5"),
@@ -426,7 +464,8 @@ ASSIGNMENT = Assignment(
                 _c({"bases": [0.1, 0.01], "warmup": 3, "total": 12, "min_lr": 0.0}, "two param groups"),
                 _c({"bases": [2e-3], "warmup": 0, "total": 8, "min_lr": 1e-4}, "no warmup")]),
         ]),
-        Part("part3", "Gradient clipping", cells=["a3-clip"], names=["clip_grad_norm_"], tests=[
+        Part("part3", "Gradient clipping", cells=["a3-clip"], names=["clip_grad_norm_"],
+             stubs=["minigrad.nn.utils.clip_grad"], tests=[
             Test("returns the global norm", 2, observe_clip, verdict_clip, inputs_clip, cases=[
                 _c({"seed": 10, "shapes": [[4, 5], [5], [3, 3]], "max_norm": 1.0, "check": "norm"}, "three grads")]),
             Test("clipped to max_norm, direction kept", 4, observe_clip, verdict_clip, inputs_clip, partial=True,

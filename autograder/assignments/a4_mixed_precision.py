@@ -140,7 +140,12 @@ def inputs_grads(p):
 def observe_unscale(ns, case):
     grads = [np.array(case[f"g{i}"], np.float32) for i in range(len(case.params["shapes"]))]
     found = ns.unscale_(grads, case.params["scale"])
-    return {"found": np.asarray(bool(found)), **{f"g{i}": g for i, g in enumerate(grads)}}
+    out = {"found": np.asarray(bool(found)), **{f"g{i}": g for i, g in enumerate(grads)}}
+    if case.params.get("bad"):       # finding inf/NaN is credited only to an unscale_ that tells finite apart
+        finite = [np.nan_to_num(np.array(case[f"g{i}"], np.float32), nan=1.0, posinf=1.0, neginf=-1.0)
+                  for i in range(len(case.params["shapes"]))]
+        out["found_when_finite"] = np.asarray(bool(ns.unscale_(finite, case.params["scale"])))
+    return out
 
 
 def verdict_unscale(case, obs, ctx):
@@ -160,6 +165,9 @@ def verdict_unscale(case, obs, ctx):
 def verdict_found_inf(case, obs, ctx):
     bad = case.params.get("bad")
     found = bool(obs.get("found", not bad))
+    if bad and bool(obs.get("found_when_finite", True)):
+        return Verdict.fail("unscale_ returned True for the same gradients with the inf/NaN replaced by finite "
+                            "values: it must find inf/NaN, not report them always")
     if found == bool(bad):
         return Verdict.ok()
     if bad:
@@ -214,16 +222,28 @@ def inputs_master(p):
 
 
 def observe_master(ns, case):
+    out = _master_run(ns, case, bool(case.params.get("inf", False)))
+    if case.params.get("inf"):       # a skipped step is credited only to a master_step that steps otherwise
+        out.update({f"clean_{k}": v for k, v in _master_run(ns, case, False, finite=True).items()})
+    return out
+
+
+def _master_run(ns, case, found_inf, finite=False):
     k = len(case.params["shapes"])
     masters = [np.array(case[f"m{i}"], np.float32) for i in range(k)]
     params = [m.astype(np.float16) for m in masters]
     grads = [np.array(case[f"g{i}"], np.float32) for i in range(k)]
+    if finite:
+        grads = [np.nan_to_num(g, posinf=1.0, neginf=-1.0) for g in grads]
     for _ in range(case.params["steps"]):
-        ns.master_step(params, masters, grads, case.params["lr"], bool(case.params.get("inf", False)))
+        ns.master_step(params, masters, grads, case.params["lr"], found_inf)
     return {**{f"p{i}": p for i, p in enumerate(params)}, **{f"m{i}": m for i, m in enumerate(masters)}}
 
 
 def verdict_skip(case, obs, ctx):
+    if all(np.array_equal(obs.get(f"clean_m{i}"), case[f"m{i}"]) for i in range(len(case.params["shapes"]))):
+        return Verdict.fail("a bit-identical skipped step is credited only to a master_step that updates: with "
+                            "found_inf=False (the inf replaced by a finite gradient) the masters did not change either")
     for i in range(len(case.params["shapes"])):
         m0 = case[f"m{i}"]
         for name, exp in ((f"m{i}", m0), (f"p{i}", m0.astype(np.float16))):
@@ -254,16 +274,28 @@ def verdict_accumulate(case, obs, ctx):
 
 
 # ---- part 4: the mixed-precision forward ----------------------------------------------------------------
-def _saved_bytes(run):
-    from minigrad.autograd.extensions import saved_tensors_hooks
-    total = [0]
-
-    def pack(a):
-        total[0] += int(a.nbytes)
-        return a
-    with saved_tensors_hooks(pack, lambda a: a):
-        out = run()
-    return out, total[0]
+def _saved_bytes(loss):
+    """Bytes of the arrays the graph behind `loss` keeps for backward: every node's saved tensors (as backward
+    will unpack them, whatever saved-tensor hooks did with them) and the arrays a node keeps as attributes
+    (``ctx.h = h``), each array once. Read off the graph itself, so no hook of the student's can hide them."""
+    seen, stack, arrays = set(), [getattr(loss, "grad_fn", None)], {}
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        try:
+            saved = tuple(getattr(node, "saved_tensors", ()) or ())
+        except Exception:
+            saved = ()
+        attrs = [v for k, v in (vars(node).items() if hasattr(node, "__dict__") else ()) if not k.startswith("_")]
+        for a in (*saved, *attrs):
+            if not isinstance(a, np.ndarray):
+                a = getattr(a, "data", a)          # a Tensor kept as an attribute
+            if isinstance(a, np.ndarray):
+                arrays[id(a)] = a.nbytes
+        stack += [e[0] for e in (getattr(node, "next", ()) or ()) if e is not None]
+    return sum(arrays.values())
 
 
 def _forward_inputs(case):
@@ -274,7 +306,8 @@ def _forward_inputs(case):
 
 def observe_forward(ns, case):
     x, y, ps = _forward_inputs(case)
-    loss, nbytes = _saved_bytes(lambda: ns.mixed_forward(x, y, *ps))
+    loss = ns.mixed_forward(x, y, *ps)
+    nbytes = _saved_bytes(loss)
     loss.backward()
     out = {"bytes": np.asarray(nbytes), "loss": np.asarray(float(loss.item())),
            "loss_dtype": np.asarray(str(loss.dtype))}
@@ -284,8 +317,12 @@ def observe_forward(ns, case):
 
 def verdict_saved_bytes(case, obs, ctx):
     import minigrad.nn.functional as F
+    right = verdict_forward_grads(case, obs, ctx)
+    if not right.passed:             # a forward that saves little because it computes nothing earns nothing
+        return Verdict.fail(f"the saved bytes are credited only to a forward whose loss and gradients are "
+                            f"right: {right.message}")
     x, y, ps = _forward_inputs(case)
-    _, ref = _saved_bytes(lambda: F.cross_entropy(F.linear(F.relu(F.linear(x, ps[0], ps[1])), ps[2], ps[3]), y))
+    ref = _saved_bytes(F.cross_entropy(F.linear(F.relu(F.linear(x, ps[0], ps[1])), ps[2], ps[3]), y))
     budget = 0.55 * ref
     return V.check_budget("bytes saved for backward", float(obs.get("bytes", np.inf)), budget, reference=ref,
                           unit=lambda b: f"{int(b):,} B")
@@ -353,6 +390,9 @@ def verdict_train(case, obs, ctx):
     return Verdict.ok(note)
 
 
+# minigrad's loss scaler, master weights and autocast, left out of every part's child (autograder/stubs.py)
+STUBS = ["minigrad.amp.grad_scaler", "minigrad.amp.master_weights", "minigrad.amp.autocast_mode.autocast"]
+
 MODEL = {"seed": 0, "n": 16, "d": 12, "hidden": 20, "classes": 5, "weight": 1e-5, "scale": 2.0 ** 16}
 
 ASSIGNMENT = Assignment(
@@ -366,9 +406,13 @@ ASSIGNMENT = Assignment(
     timeout=30,
     memory_mb=2048,
     forbidden=FORBIDDEN,
+    summary="the scale trace on scripted overflows vs minigrad's GradScaler (exactly); in-place unscale and inf/NaN "
+            "detection; unscaled float16 gradients vs float64; skipped steps bit-identical, small updates "
+            "accumulating in float32 masters; bytes the graph saves for backward <= 0.55x float32; a float16 digits "
+            "model converging with the student's scaler where the unscaled one stalls",
     requirements=["scikit-learn"],      # part 5 trains on the digits, which minigrad.datasets takes from it
     parts=[
-        Part("part1", "The dynamic loss scale", cells=["a4-scaler"], names=["LossScaler"],
+        Part("part1", "The dynamic loss scale", cells=["a4-scaler"], names=["LossScaler"], stubs=STUBS,
              objective="scale the loss; grow after growth_interval clean steps, back off on inf/NaN", tests=[
                  Test("scale_loss", 2, observe_scale_loss, verdict_scale_loss, inputs_loss,
                       cases=[{"seed": 0, "init": 65536.0}, {"seed": 1, "init": 3.0}]),
@@ -381,30 +425,32 @@ ASSIGNMENT = Assignment(
                                 "backoff_factor": 0.25, "growth_interval": 2}, label="other factors"),
                       ]),
              ]),
-        Part("part2", "Unscale and find inf/NaN", cells=["a4-unscale"], names=["unscale_"], tests=[
+        Part("part2", "Unscale and find inf/NaN", cells=["a4-unscale"], names=["unscale_"], stubs=STUBS, tests=[
             Test("unscale in place", 3, observe_unscale, verdict_unscale, inputs_grads,
                  cases=[{"seed": 0, "shapes": [[4, 3], [5]], "scale": 1024.0},
                         {"seed": 1, "shapes": [[2, 3, 2], [7], [1]], "scale": 65536.0}]),
             Test("inf/NaN found", 4, observe_unscale, verdict_found_inf, inputs_grads, partial=True,
-                 cases=[{"seed": s, "shapes": [[6, 5], [5], [3, 3]], "scale": 512.0, "bad": b}
+                 cases=[Case({"seed": s, "shapes": [[6, 5], [5], [3, 3]], "scale": 512.0, "bad": b},
+                             trivial=b is None)      # always False passes the finite case alone
                         for s, b in ((2, "inf"), (3, "-inf"), (4, "nan"), (5, None))]),
             Test("unscaled float16 gradients match float32", 5, observe_unscaled_half_grads,
                  verdict_unscaled_half_grads, inputs_model, cases=[MODEL]),
         ]),
-        Part("part3", "Master weights and skipped steps", cells=["a4-master"], names=["master_step"], tests=[
+        Part("part3", "Master weights and skipped steps", cells=["a4-master"], names=["master_step"], stubs=STUBS,
+             tests=[
             Test("skipped step is bit-identical", 4, observe_master, verdict_skip, inputs_master,
                  cases=[{"seed": 0, "shapes": [[3, 4], [4]], "grad_scale": 1.0, "lr": 0.1, "steps": 1, "inf": True}]),
             Test("small updates accumulate", 6, observe_master, verdict_accumulate, inputs_master,
                  cases=[{"seed": 1, "shapes": [[8], [2, 3]], "grad_scale": 1.0, "lr": 1e-4, "steps": 50},
                         {"seed": 2, "shapes": [[5, 5]], "grad_scale": 3.0, "lr": 0.05, "steps": 1}]),
         ]),
-        Part("part4", "A mixed-precision forward", cells=["a4-forward"], names=["mixed_forward"], tests=[
+        Part("part4", "A mixed-precision forward", cells=["a4-forward"], names=["mixed_forward"], stubs=STUBS, tests=[
             Test("saved-activation bytes", 4, observe_forward, verdict_saved_bytes, inputs_model,
                  cases=[{**MODEL, "n": 64, "d": 32, "hidden": 64}]),
             Test("loss and gradients", 4, observe_forward, verdict_forward_grads, inputs_model,
                  cases=[{**MODEL, "n": 32}]),
         ]),
-        Part("part5", "Train a float16 model", cells=["a4-train"], names=["train"], tests=[
+        Part("part5", "Train a float16 model", cells=["a4-train"], names=["train"], stubs=STUBS, tests=[
             Test("converges with the scaler, stalls without", 8, observe_train, verdict_train, inputs_digits,
                  cases=[{"seed": 0, "steps": 200}]),
         ]),

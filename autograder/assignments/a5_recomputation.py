@@ -81,7 +81,7 @@ def run_grads(case, checkpoint, dropout=None):
     return out
 
 
-def run_inplace(ns, case):
+def run_inplace(ns, case, modify=True):
     """checkpoint(exp, a), then a += 1 before backward: an error, or else the gradient that was computed."""
     import minigrad as mg
     mg.manual_seed(case.params["seed"])
@@ -89,8 +89,9 @@ def run_inplace(ns, case):
     a = x * 1.0
     before = a.detach().numpy().copy()
     y = ns.checkpoint(lambda t: t.exp(), a)
-    with mg.no_grad():
-        a.add_(1.0)
+    if modify:
+        with mg.no_grad():
+            a.add_(1.0)
     try:
         y.sum().backward()
     except Exception:
@@ -133,9 +134,13 @@ def _run(fns, x):
 
 
 def run_counts(case, checkpoint_sequential):
+    """How often each function of a chain of n runs, for every segment count; and the output and gradient
+    (counts are credited only beside a right result: ``checkpoint_sequential=None`` runs it plainly)."""
     import minigrad as mg
     n = case.params["n"]
+    mg.manual_seed(n)
     w = mg.randn(4, 4, dtype=mg.float64, requires_grad=True)
+    x = mg.randn(2, 4, dtype=mg.float64)
     out = {}
     for s in range(1, n + 1):
         calls = [0] * n
@@ -143,9 +148,12 @@ def run_counts(case, checkpoint_sequential):
         def fn(h, i):
             calls[i] += 1
             return (h @ w).tanh()
-        checkpoint_sequential([lambda h, i=i: fn(h, i) for i in range(n)], s,
-                              mg.randn(2, 4, dtype=mg.float64)).sum().backward()
+        fns = [lambda h, i=i: fn(h, i) for i in range(n)]
+        w.grad = None
+        y = checkpoint_sequential(fns, s, x) if checkpoint_sequential else _run(fns, x)
+        y.sum().backward()
         out[f"s{s}"] = np.array(calls)
+        out[f"y{s}"], out[f"dw{s}"] = y.detach().numpy(), w.grad.numpy()
     return out
 
 
@@ -158,22 +166,28 @@ def memory_events(case, run_step):
     import minigrad.memory as mem
     from minigrad.memory import CachingAllocator, CPUSource
     from minigrad.nn import functional as F
+    from autograder._guard import meter
     p = case.params
     gc.collect()
     was = gc.isenabled()
     gc.disable()
+    source = CPUSource()
     try:
-        with mem.enabled("cpu", allocator=CachingAllocator(CPUSource(), "a5")):
+        with mem.enabled("cpu", allocator=CachingAllocator(source, "a5")):
             mg.manual_seed(0)
             weights = [mg.randn(p["width"], p["width"]).mul_(p["width"] ** -0.5).requires_grad_()
                        for _ in range(p["layers"])]
             x = mg.randn(p["batch"], p["width"])
             fns = [f for w in weights for f in (lambda h, w=w: F.linear(h, w), F.relu)]
             mem.record_memory_history(True)
-            y = run_step(fns, x)
+            reserved = source.in_use
+            with meter() as m:           # every allocation, the pool's segments and anything outside the pool
+                y = run_step(fns, x)
+            outside = m.current - (source.in_use - reserved)     # not the pool's segments
             forward_end = len(mem.get_allocator("cpu").history.events)
             y.sum().backward()
             events = list(mem.get_allocator("cpu").history.events)
+            grads = np.array([float(w.grad.sum().item()) if w.grad is not None else np.nan for w in weights])
             mem.record_memory_history(False)
     finally:
         if was:
@@ -182,7 +196,8 @@ def memory_events(case, run_step):
              int(e["op"] is not None and not e["op"].endswith(".backward"))]
             for e in events if e["action"] in ("alloc", "free")]
     forward_rows = sum(e["action"] in ("alloc", "free") for e in events[:forward_end])
-    return {"events": np.array(rows, dtype=np.int64).reshape(-1, 4), "forward_end": np.array(forward_rows)}
+    return {"events": np.array(rows, dtype=np.int64).reshape(-1, 4), "forward_end": np.array(forward_rows),
+            "outside": np.array(outside), "grads": grads}
 
 
 def observe_checkpoint_memory(ns, case):
@@ -241,10 +256,17 @@ def verdict_memory(case, obs, ctx):
 
 
 def observe_inplace(ns, case):
-    return run_inplace(ns, case)
+    out = run_inplace(ns, case)       # and without the change: raising is credited only beside a right gradient
+    out.update({f"plain_{k}": v for k, v in run_inplace(ns, case, modify=False).items()})
+    return out
 
 
 def verdict_inplace(case, obs, ctx):
+    plain_before, plain_dx = obs.get("plain_before"), obs.get("plain_dx")
+    if plain_dx is None or np.shape(plain_dx) != np.shape(plain_before) or \
+            not np.allclose(plain_dx, np.exp(plain_before)):
+        return Verdict.fail("detecting an in-place change is credited only to a checkpoint whose backward works "
+                            "when nothing changed: checkpoint(exp, a).sum().backward() did not give exp(a) there")
     if int(np.asarray(obs.get("raised", 0))) == 1:
         return Verdict.ok()
     before, dx = obs.get("before"), obs.get("dx")
@@ -276,7 +298,13 @@ def observe_counts(ns, case):
 
 def verdict_counts(case, obs, ctx):
     n = case.params["n"]
+    plain = run_counts(case, None)
     for s in range(1, n + 1):
+        for key, what in ((f"y{s}", "output"), (f"dw{s}", "weight gradient")):
+            if np.shape(obs.get(key)) != plain[key].shape or not np.allclose(obs[key], plain[key], rtol=1e-10):
+                return Verdict.fail(f"checkpoint_sequential with {n} functions in {s} segment(s): the {what} differs "
+                                    f"from running the functions one after the other (the counts are credited only "
+                                    f"beside a right result)")
         got = obs.get(f"s{s}")
         size = n // s
         expected = np.array([2 if i < size * (s - 1) else 1 for i in range(n)])
@@ -309,6 +337,9 @@ def verdict_plan(case, obs, ctx):
 # minigrad's checkpointing (all of minigrad.utils) and planner, and PyTorch's (dotted names: autograder/forbidden.py)
 FORBIDDEN = ["minigrad.utils", "minigrad.memory.planner", "torch"]
 
+# minigrad's checkpointing and planner, left out of every part's child (autograder/stubs.py)
+STUBS = ["minigrad.utils.checkpoint", "minigrad.utils._checkpoint.frame", "minigrad.memory.planner"]
+
 MLP = [{"seed": 0, "widths": [5, 6, 4], "batch": 3}, {"seed": 1, "widths": [4, 7, 7, 3], "batch": 2},
        {"seed": 2, "widths": [3, 5, 5, 5, 2], "batch": 4, "const": True}]
 
@@ -323,8 +354,12 @@ ASSIGNMENT = Assignment(
     timeout=40,
     memory_mb=2048,
     forbidden=FORBIDDEN,
+    summary="checkpointed gradients vs central differences and the plain run (dropout replayed, in-place edits "
+            "caught); activation bytes from the pool's events and bytes kept outside the pool vs minigrad's "
+            "checkpoint (1.1x); checkpoint_sequential's segments; planned offsets checked by the parent (no two live "
+            "tensors overlap), the arena within 1.1x of minigrad's plan",
     parts=[
-        Part("part1", "checkpoint", cells=["a5-checkpoint"], names=["checkpoint"],
+        Part("part1", "checkpoint", cells=["a5-checkpoint"], names=["checkpoint"], stubs=STUBS,
              objective="keep a region's inputs, recompute its activations in backward, replay the RNG",
              tests=[
                  Test("gradients", 5, observe_grads, verdict_grads, inputs_mlp, partial=True, cases=_cases(*MLP)),
@@ -336,7 +371,7 @@ ASSIGNMENT = Assignment(
                  Test("in-place change of an input", 2, observe_inplace, verdict_inplace,
                       cases=_cases({"seed": 0, "shape": [3, 4]})),
              ]),
-        Part("part2", "checkpoint_sequential", cells=["a5-sequential"], names=["checkpoint_sequential"],
+        Part("part2", "checkpoint_sequential", cells=["a5-sequential"], names=["checkpoint_sequential"], stubs=STUBS,
              objective="PyTorch's segments: n // s functions per checkpointed segment, the last runs plainly",
              tests=[
                  Test("gradients, every segment count", 4, observe_sequential, verdict_sequential, inputs_mlp,
@@ -347,7 +382,7 @@ ASSIGNMENT = Assignment(
                  Test("sqrt(n) memory budget", 3, observe_sequential_memory, verdict_memory, partial=True,
                       cases=_cases({"layers": 16, "width": 64, "batch": 64, "segments": 4})),
              ]),
-        Part("part3", "An offline memory planner", cells=["a5-planner"], names=["plan_offsets"],
+        Part("part3", "An offline memory planner", cells=["a5-planner"], names=["plan_offsets"], stubs=STUBS,
              objective="greedy by size: tensors live at the same time never overlap, the arena stays small",
              tests=[
                  Test("hand-made lifetimes", 3, observe_plan, verdict_plan, inputs_lifetimes, partial=True,

@@ -12,9 +12,17 @@ turns a deadlock into an immediate, precise report of which rank waits for which
 killed at its wall-clock limit. Part 2 uses the world's own all-reduce (``comm.iall_reduce``), never the
 student's part 1, so the parts do not cascade.
 
+Threads share memory, so a rank could read the others' inputs instead of receiving them. That is no
+shortcut here: part 1 hands each rank only ``send`` and ``recv`` (``RingComm``; the world's own all-reduce is
+a stub in that child), records every payload, and the parent replays each rank's knowledge: every number a
+rank sends or returns must be a sum of numbers it had (its input, what it received), or the part fails
+(``_a6_data_parallel/dataflow.py``). Part 2 reads the buckets off the payloads the all-reduces carried and
+requires the gradients to be the all-reduced averages (``_a6_data_parallel/ddp.py``); a log of events that
+disagrees with the payloads rejects the part.
+
 Expected values come from NumPy in the parent: sums of the inputs, byte counts of the ring's cost model
-2(N-1)/N x size, bucket assignments from the parameters' sizes, and gradients by float64 central differences
-of the global mean loss of a small tanh MLP.
+2(N-1)/N x size, bucket assignments by minigrad's own ``assign_buckets``, and gradients by float64 central
+differences (the grader's ``numeric_vjp``) of the global mean loss of a small tanh MLP.
 """
 import itertools
 
@@ -42,15 +50,55 @@ def _world_run(fn, n, args, timeout=3.0):
         return world, str(e)
 
 
+class RingComm:
+    """What part 1 hands each rank: its rank, the world size, send and recv, nothing else (the world's own
+    all-reduce is a stub in this part's child too). Every payload is recorded, in the rank's own order, so
+    the parent can check that what the rank sent and returned follows from what it had received."""
+
+    def __init__(self, comm, trace):
+        self.rank, self.size = comm.rank, comm.size
+        self._comm, self._trace = comm, trace
+
+    def send(self, array, dst):
+        """Send a copy of ``array`` to rank ``dst`` (returns at once)."""
+        a = np.array(array, dtype=np.float64, copy=True).ravel()
+        self._comm.send(array, dst)
+        self._trace.append((0, int(dst), a))
+
+    def recv(self, src):
+        """The next array rank ``src`` sent to this rank (blocks until it arrives)."""
+        a = self._comm.recv(src)
+        self._trace.append((1, int(src), np.array(a, dtype=np.float64, copy=True).ravel()))
+        return a
+
+
 def observe_ring(ns, case):
     n = case.params["world"]
-    world, results = _world_run(ns.ring_all_reduce, n, [(case["xs"][r].copy(),) for r in range(n)])
+    traces = [[] for _ in range(n)]
+    world, results = _world_run(lambda comm, x: ns.ring_all_reduce(RingComm(comm, traces[comm.rank]), x), n,
+                                [(case["xs"][r].copy(),) for r in range(n)])
     obs = {"messages": np.array(world.messages, dtype=np.int64).reshape(-1, 4)}
+    for r, trace in enumerate(traces):      # rank r's sends and recvs in order: (kind, peer, length), values
+        obs[f"ops{r}"] = np.array([(k, peer, len(a)) for k, peer, a in trace], dtype=np.int64).reshape(-1, 3)
+        obs[f"vals{r}"] = np.concatenate([a for _, _, a in trace]) if trace else np.zeros(0)
     if isinstance(results, str):
         return dict(obs, deadlock=np.array(results))
     for r, res in enumerate(results):
         obs[f"result{r}"] = np.asarray(res, dtype=np.float64)
     return obs
+
+
+def _ddp():
+    """Parent-only: what the all-reduces carried (``_a6_data_parallel/ddp.py``)."""
+    from autograder.assignments._a6_data_parallel import ddp
+    return ddp
+
+
+def dataflow(case, obs):
+    """None when every rank's messages and result follow from its input and what it received; else why not
+    (parent: ``_a6_data_parallel/dataflow.py``)."""
+    from autograder.assignments._a6_data_parallel.dataflow import dataflow as check
+    return check(case["xs"], obs)
 
 
 def _deadlocked(obs):
@@ -80,6 +128,9 @@ def verdict_ring_sum(case, obs, ctx):
     bad = _deadlocked(obs)
     if bad:
         return bad
+    why = dataflow(case, obs)
+    if why:
+        return Verdict.fail(why)
     xs, n = case["xs"], case.params["world"]
     bounds = np.cumsum([0] + [len(c) for c in np.array_split(np.arange(xs.shape[1]), n)])
     for r in range(n):
@@ -121,7 +172,13 @@ def _check_messages(case, obs, exact):
 
 
 def verdict_ring_bytes(case, obs, ctx):
-    return _deadlocked(obs) or _check_messages(case, obs, exact=True)
+    """The ring's traffic, credited only to a ring that sums: messages of the right size that carry nothing
+    (or results taken elsewhere) earn nothing."""
+    v = _deadlocked(obs) or verdict_ring_sum(case, obs, ctx)
+    if not v.passed:
+        return Verdict.fail(f"the bytes are credited only to a ring whose result is right and comes from its "
+                            f"messages: {v.message}")
+    return _check_messages(case, obs, exact=True)
 
 
 def verdict_ring_odd(case, obs, ctx):
@@ -147,43 +204,48 @@ def _loss(theta, x, y):
     return np.mean((np.tanh(x @ W1.T + b1) @ W2.T + b2 - y) ** 2)
 
 
-def _numeric_grads(theta, x, y, eps=1e-6):
-    grads = []
-    for k, t in enumerate(theta):
-        g = np.zeros_like(t)
-        for idx in np.ndindex(t.shape):
-            orig = t[idx]
-            t[idx] = orig + eps
-            up = _loss(theta, x, y)
-            t[idx] = orig - eps
-            down = _loss(theta, x, y)
-            t[idx] = orig
-            g[idx] = (up - down) / (2 * eps)
-        grads.append(g)
-    return grads
+def _numeric_grads(theta, x, y):
+    """Float64 central differences of the global mean loss (parent)."""
+    return V.numeric_vjp(lambda *t: np.asarray(_loss(t, x, y)), [t.copy() for t in theta])
 
 
 def expected_buckets(case):
-    """Reverse registration order; a bucket never grows past the cap (a larger tensor gets its own)."""
-    buckets, size = [], 0
-    for k in reversed(range(len(PARAMS))):
-        nbytes = case[PARAMS[k]].nbytes
-        if buckets and size + nbytes <= case.params["cap"]:
-            buckets[-1].append(k)
-            size += nbytes
-        else:
-            buckets.append([k])
-            size = nbytes
-    return buckets
+    """minigrad's own bucket assignment (parent): reverse registration order, a bucket never grows past the
+    cap (a larger tensor gets its own)."""
+    import minigrad as mg
+    from minigrad.distributed.ddp import assign_buckets
+    named = [(name, mg.tensor(case[name])) for name in PARAMS]
+    cap = case.params["cap"]
+    return [[PARAMS.index(name) for name, _ in b.members] for b in assign_buckets(named, cap, cap)]
 
 
-def _ddp_rank(comm, ns, model, case, steps):
-    """Child, one rank: the student's DDP on its shard; plain SGD; events logged by the world."""
+class DDPComm:
+    """What part 2 hands each rank: rank, size and the world's asynchronous all-reduce. Every all-reduce's
+    payload is recorded, so the parent sees which gradients each one carried."""
+
+    def __init__(self, comm, trace):
+        self.rank, self.size = comm.rank, comm.size
+        self._comm, self._trace = comm, trace
+
+    def iall_reduce(self, array):
+        """Start summing ``array`` over all ranks; ``.wait()`` on the result returns the sum."""
+        self._trace.append(np.array(array, dtype=np.float64, copy=True).ravel())
+        return self._comm.iall_reduce(array)
+
+
+def _ddp_rank(comm, ns, model, case, steps, trace):
+    """Child, one rank: the student's DDP on its shard; plain SGD; events logged by the world. Returns its
+    first step's gradients (after backward), its final parameters and its local gradients (before DDP)."""
     import minigrad as mg
     params = list(model.parameters())
+    local = {}
+
+    def seen(t, k):
+        comm.log("grad", k)
+        local.setdefault(k, np.array(t.grad.numpy(), dtype=np.float64, copy=True))   # step 0, before DDP
     for k, p in enumerate(params):
-        p.register_post_accumulate_grad_hook(lambda t, k=k: comm.log("grad", k))
-    ddp = ns.BucketedDDP(model, comm, case.params["cap"])
+        p.register_post_accumulate_grad_hook(lambda t, k=k: seen(t, k))
+    ns.BucketedDDP(model, DDPComm(comm, trace), case.params["cap"])
     b, r = case.params["batch"], comm.rank
     first = None
     for step in range(steps):
@@ -200,8 +262,8 @@ def _ddp_rank(comm, ns, model, case, steps):
             for p in params:
                 if p.grad is not None:
                     p.data -= LR * p.grad.data
-    buckets = [[int(k) for k in bucket] for bucket in getattr(ddp, "buckets", [])]
-    return first, [p.detach().numpy() for p in params], buckets
+    locals_ = [local.get(k, np.full(p.shape, np.nan)) for k, p in enumerate(params)]
+    return first, [p.detach().numpy() for p in params], locals_
 
 
 def _observe_ddp(ns, case, steps):
@@ -214,17 +276,21 @@ def _observe_ddp(ns, case, steps):
         for p, name in zip(m.parameters(), PARAMS):
             p.data[...] = case[name]
         models.append(m)
-    world, results = _world_run(lambda comm, m: _ddp_rank(comm, ns, m, case, steps), len(models),
-                                [(m,) for m in models], timeout=5.0)
+    traces = [[] for _ in models]
+    world, results = _world_run(lambda comm, m: _ddp_rank(comm, ns, m, case, steps, traces[comm.rank]),
+                                len(models), [(m,) for m in models], timeout=5.0)
     kinds = {"grad": 0, "iall_reduce": 1, "step": 2, "backward_done": 3}
     events = [(e[0], kinds[e[1]], e[-1]) for e in world.events if e[1] in kinds]
     obs = {"events": np.array(events, dtype=np.int64).reshape(-1, 3)}
+    for r, trace in enumerate(traces):          # what each of the rank's all-reduces carried, in order
+        obs[f"payload_sizes{r}"] = np.array([len(a) for a in trace], dtype=np.int64)
+        obs[f"payloads{r}"] = np.concatenate(trace) if trace else np.zeros(0)
     if isinstance(results, str):
         return dict(obs, deadlock=np.array(results))
-    for r, (first, final, buckets) in enumerate(results):
+    for r, (first, final, local) in enumerate(results):
         for k, name in enumerate(PARAMS):
             obs[f"grad{r}.{name}"], obs[f"param{r}.{name}"] = first[k], final[k]
-        obs[f"buckets{r}"] = np.array([k for bucket in buckets for k in bucket + [-1]], dtype=np.int64)
+            obs[f"local{r}.{name}"] = local[k]
     return obs
 
 
@@ -236,26 +302,31 @@ def _ddp_failed(obs):
     if "deadlock" in obs:
         return Verdict.fail(f"backward never finished: {obs['deadlock']}. Launch each bucket's iall_reduce once, "
                             f"in bucket order, and wait for all of them at the end of backward")
+    for r in range(len([k for k in obs if k.startswith("payload_sizes")])):
+        launched = [int(a) for rank, kind, a in obs["events"] if rank == r and kind == 1]
+        if launched != [int(n) for n in obs[f"payload_sizes{r}"]]:     # the world's log vs what was sent
+            return Verdict.rejected(f"rank {r}'s event log lists all-reduces of {launched} elements, but it sent "
+                                    f"{[int(n) for n in obs[f'payload_sizes{r}']]}: the log was written to by hand")
     return None
 
 
 def verdict_buckets(case, obs, ctx):
+    """The buckets are read off what the all-reduces carried, never off an attribute: buckets computed but
+    not used to communicate earn nothing."""
     bad = _ddp_failed(obs)
     if bad:
         return bad
-    flat = [int(k) for k in obs["buckets0"]]
-    got, cur = [], []
-    for k in flat:
-        if k < 0:
-            got.append(cur)
-            cur = []
-        else:
-            cur.append(k)
+    got, why = _ddp().launched_buckets(case, obs, PARAMS)
+    if why:
+        return Verdict.fail(f"the buckets are read off the all-reduces your DDP launched: {why}")
     want = expected_buckets(case)
     if got == want:
         return Verdict.ok()
     names = lambda bs: [[PARAMS[k] for k in b] for b in bs]  # noqa: E731
-    if sorted(k for b in got for k in b) == sorted(k for b in want for k in b) and got and got[0][0] == 0:
+    if not got:
+        return Verdict.fail(f"no all-reduce was launched before backward ended, so no gradient was bucketed; "
+                            f"expected the buckets {names(want)}")
+    if sorted(k for b in got for k in b) == sorted(k for b in want for k in b) and got[0][0] == 0:
         return Verdict.fail(f"buckets {names(got)}: they must follow the *reverse* registration order (backward "
                             f"produces the last layer's gradients first); expected {names(want)}")
     for b in got:
@@ -263,8 +334,8 @@ def verdict_buckets(case, obs, ctx):
         if len(b) > 1 and size > case.params["cap"]:
             return Verdict.fail(f"bucket {[PARAMS[k] for k in b]} holds {size} bytes, more than the cap of "
                                 f"{case.params['cap']}: close a bucket before a tensor would overflow it")
-    return Verdict.fail(f"buckets {names(got)} (parameter names), expected {names(want)} for a cap of "
-                        f"{case.params['cap']} bytes")
+    return Verdict.fail(f"the all-reduces carried the buckets {names(got)} (parameter names), expected "
+                        f"{names(want)} for a cap of {case.params['cap']} bytes")
 
 
 def verdict_grads(case, obs, ctx):
@@ -284,14 +355,21 @@ def verdict_grads(case, obs, ctx):
                     if np.allclose(got, factor * num, atol=1e-6, rtol=1e-5):
                         return Verdict.fail(f"rank {r}: {name}.grad is {factor:g} x the average gradient: {why}")
                 return V.check_gradient(f"rank {r}'s averaged gradients", name, got, num, atol=1e-6)
+        why = _ddp().from_all_reduce(case, obs, r, PARAMS)
+        if why:
+            return Verdict.fail(why)
     return Verdict.ok()
 
 
 def verdict_launch(case, obs, ctx):
-    """Every bucket's all-reduce starts right after its last gradient, in bucket order, before backward ends."""
+    """Every bucket's all-reduce starts right after its last gradient, in bucket order, before backward ends;
+    credited only to all-reduces that carry the gradients."""
     bad = _ddp_failed(obs)
     if bad:
         return bad
+    _, why = _ddp().launched_buckets(case, obs, PARAMS)
+    if why:
+        return Verdict.fail(f"the launches are credited only to all-reduces that carry the gradients: {why}")
     want = expected_buckets(case)
     sizes = [sum(case[PARAMS[k]].size for k in b) for b in want]
     for r in range(case.params["world"]):
@@ -337,6 +415,10 @@ def verdict_train(case, obs, ctx):
             v = V.compare(f"rank {r}: {name} after {case.params['steps']} SGD steps", got, want, atol=1e-6)
             if not v.passed:
                 return v
+    for r in range(case.params["world"]):       # the ranks agree because they communicated, not otherwise
+        why = _ddp().from_all_reduce(case, obs, r, PARAMS)
+        if why:
+            return Verdict.fail(f"training is credited only to ranks whose gradients were all-reduced: {why}")
     return Verdict.ok()
 
 
@@ -351,6 +433,11 @@ def _model_cases(*specs):
             for n, cap, seed, steps in specs]
 
 
+# minigrad's collectives and DDP, left out of every part's child (autograder/stubs.py); in part 1 also the
+# simulated world's own all-reduce, so the ring has only send and recv to work with
+STUBS = ["minigrad.distributed.collectives", "minigrad.distributed.ddp", "minigrad.distributed.backend_mpi",
+         "minigrad.distributed.zero"]
+
 ASSIGNMENT = Assignment(
     id="a6",
     name="a6_data_parallel",
@@ -362,9 +449,14 @@ ASSIGNMENT = Assignment(
     memory_mb=2048,
     # all of minigrad.distributed (its collectives, DDP and their re-exports): the grader hands each rank its
     # world, so a graded cell never needs to import it (the notebook's SimWorld cell is not graded)
+    summary="the student's ring all-reduce on a recorded world of 2-6 ranks given only send and recv: sums vs NumPy, "
+            "every message and result traced back to what each rank received, 2(N-1)/N bytes per rank, neighbour-"
+            "only messages, deadlocks named; bucketed DDP: buckets read off the all-reduces launched from hooks "
+            "before backward ends, gradients the all-reduced averages and vs float64 central differences",
     forbidden=["minigrad.distributed"],
     parts=[
         Part("part1", "Ring all-reduce", cells=["a6-ring"], names=["ring_all_reduce"],
+             stubs=STUBS + ["minigrad.distributed.simworld.SimWorld._iall_reduce"],
              objective="reduce-scatter + all-gather on send/recv, each rank talking only to its neighbour",
              tests=[
                  Test("sum on every rank", 20, observe_ring, verdict_ring_sum, inputs_ring,
@@ -374,7 +466,7 @@ ASSIGNMENT = Assignment(
                  Test("sizes that do not divide", 10, observe_ring, verdict_ring_odd, inputs_ring,
                       cases=_ring_cases((4, 10, 5), (3, 7, 6))),
              ]),
-        Part("part2", "Bucketed DDP", cells=["a6-ddp"], names=["BucketedDDP"],
+        Part("part2", "Bucketed DDP", cells=["a6-ddp"], names=["BucketedDDP"], stubs=STUBS,
              objective="reverse-order buckets, all-reduce launched from post-accumulate-grad hooks, averaged",
              tests=[
                  Test("buckets", 10, observe_ddp, verdict_buckets, inputs_model,

@@ -11,10 +11,11 @@ How each part is judged (in the parent; the child runs the student's code and re
   the first rule a wrong chain breaks (a non-elementwise node in it, a value read outside it...).
 - fused graphs: values against the program run by NumPy in the parent, gradients (through the student's
   fused op) against float64 central differences of that NumPy program, and the peak of temporary bytes
-  (tracemalloc in the child; the child could lie about this number, as about any observation it makes of
-  itself) against the output plus a few blocks, which eager evaluation cannot meet.
+  (the grader's checked meter in the child, credited only beside a whole right output) against the output
+  plus a few blocks, which eager evaluation cannot meet.
 - attention: values against NumPy softmax attention, gradients against central differences, and the peak
-  bytes of forward + backward at L = S = 2048 against a quarter of the (L, S) score matrix.
+  bytes of forward + backward at L = S = 2048 against a quarter of the (L, S) score matrix, credited only
+  beside the right output and gradients (minigrad's own attention, in the parent).
 
 No solution code lives here: expected values come from NumPy formulas, central differences, or minigrad's
 own fusion pass run in the parent.
@@ -226,26 +227,23 @@ def verdict_gradients(case, obs, ctx):
 
 
 def observe_memory(ns, case):
-    import tracemalloc
     import minigrad as mg
+    from autograder._guard import meter
     graph, tensors = _trace(case)
     run = ns.fuse(graph, block=case.params["block"]).compile()
     with mg.no_grad():
         run(tensors)
-        tracemalloc.start()
-        tracemalloc.reset_peak()
-        out = run(tensors)
-        peak = tracemalloc.get_traced_memory()[1]
-        tracemalloc.stop()
-    return {"peak": np.array(peak), "y": out.data[:2]}
+        with meter() as m:
+            out = run(tensors)
+    return {"peak": np.array(m.peak), "y": out.data}
 
 
 def verdict_memory(case, obs, ctx):
     names, fn = PROGRAMS[case.params["program"]]
     want = fn(_NP, *[case[n] for n in names])
-    v = V.compare("fused chain (first rows)", obs.get("y"), want[:2], rtol=1e-10, atol=1e-12)
-    if not v.passed:
-        return v
+    v = V.compare("fused chain", obs.get("y"), want, rtol=1e-10, atol=1e-12)
+    if not v.passed:                 # little memory is credited only to a kernel that computes the whole output
+        return Verdict.fail(f"the memory is credited only to a fused chain whose output is right: {v.message}")
     block_bytes = case.params["block"] * 8
     budget = want.nbytes + 8 * block_bytes + 64 * 1024
     peak = float(obs.get("peak", np.inf))
@@ -303,25 +301,36 @@ def verdict_backward(case, obs, ctx):
 
 
 def observe_attention_memory(ns, case):
-    import tracemalloc
     import minigrad as mg
+    from autograder._guard import meter
     p = case.params
     ts = [mg.tensor(case[n], dtype=mg.float64, requires_grad=True) for n in "qkv"]
-    tracemalloc.start()
-    tracemalloc.reset_peak()
-    y = ns.FlashAttention.apply(*ts, is_causal=False, block_size=p["block"])
-    y.sum().backward()
-    peak = tracemalloc.get_traced_memory()[1]
-    tracemalloc.stop()
-    return {"peak": np.array(peak), "y_head": y.data[:, :3]}
+    with meter() as m:
+        y = ns.FlashAttention.apply(*ts, is_causal=False, block_size=p["block"])
+        y.sum().backward()
+    return {"peak": np.array(m.peak), "y": y.data, **{"d" + n: t.grad.data for n, t in zip("qkv", ts)
+                                                     if t.grad is not None}}
+
+
+def _attention_grads(q, k, v):
+    """Parent: the gradients of sum(attention(q, k, v)) by minigrad's own attention, in float64."""
+    import minigrad as mg
+    import minigrad.nn.functional as F
+    ts = [mg.tensor(a, dtype=mg.float64, requires_grad=True) for a in (q, k, v)]
+    F.scaled_dot_product_attention(*ts).sum().backward()
+    return [t.grad.numpy() for t in ts]
 
 
 def verdict_attention_memory(case, obs, ctx):
     p = case.params
-    v = V.compare("FlashAttention at long L: first rows", obs.get("y_head"),
-                  _attention(case["q"][:, :3], case["k"], case["v"], False), rtol=1e-9, atol=1e-10)
+    v = V.compare("FlashAttention at long L: output", obs.get("y"), _attention(case["q"], case["k"], case["v"], False),
+                  rtol=1e-9, atol=1e-10)
+    if v.passed:                      # little memory is credited only to a forward and backward that are right
+        v = V.check_gradients("FlashAttention at long L", "qkv", obs,
+                              _attention_grads(case["q"], case["k"], case["v"]))
     if not v.passed:
-        return v
+        return Verdict.fail(f"the memory is credited only to an attention whose output and gradients are right: "
+                            f"{v.message}")
     scores = p["B"] * p["L"] * p["S"] * 8
     budget = scores / 4
     peak = float(obs.get("peak", np.inf))
@@ -352,6 +361,11 @@ FORBIDDEN = ["=minigrad.compile"] + [f"minigrad.compiler.{name}" for name in _CO
     "minigrad.ops", "minigrad.nn", "torch", "FusedElementwise", "FusedKernel", "*.make_kernel", "*.flash_attention",
     "*.scaled_dot_product_attention"]
 
+# minigrad's fusion pass, its kernels and its attention, left out of every part's child (autograder/stubs.py);
+# the tracer (mg.compile(fn, fuse=False)), the IR and the table of fusible ops stay: the grader traces with them
+STUBS = [f"minigrad.compiler.fusion.{n}" for n in ("find_chains", "make_kernel", "fuse", "fused_kernels", "kernel",
+                                                   "blocked")] + ["minigrad.ops.nn.flash_attention", "minigrad.ops.nn.attention"]
+
 ASSIGNMENT = Assignment(
     id="a7", name="a7_fusion", title="Fusion and FlashAttention", notebook="a7_fusion.ipynb",
     solution="solutions/a7_fusion.ipynb",
@@ -362,14 +376,18 @@ ASSIGNMENT = Assignment(
               "'sin': 'np.sin', 'cos': 'np.cos', 'tanh': 'np.tanh', 'maximum': 'np.maximum', "
               "'minimum': 'np.minimum'}\n"),
     timeout=30, memory_mb=2048, forbidden=FORBIDDEN,
+    summary="the student's chains vs minigrad's fusion pass (named rule broken: a reduction inside, a value read "
+            "outside); fused graphs' values vs NumPy and gradients vs float64 central differences; peak temporaries "
+            "<= output + 8 blocks; attention values and gradients vs NumPy/central differences; peak bytes at "
+            "L=2048 <= 1/4 of the LxS score matrix",
     parts=[
-        Part("part1", "Maximal chains", cells=["a7-chains"], names=["find_chains"],
+        Part("part1", "Maximal chains", cells=["a7-chains"], names=["find_chains"], stubs=STUBS,
              objective="chains of elementwise ops with one exit, never across a reduction", tests=[
                  Test("find_chains", 20, observe_chains, verdict_chains, inputs_program, partial=True,
                       cases=_cases(_prog("gelu_norm", 0), _prog("reduction", 1), _prog("escaping", 2),
                                    _prog("diamond", 3), _prog("matmul", 4))),
              ]),
-        Part("part2", "The blocked kernel and the rewrite", cells=["a7-fuse"],
+        Part("part2", "The blocked kernel and the rewrite", cells=["a7-fuse"], stubs=STUBS,
              names=["generate_kernel", "run_blocked", "FusedChain", "fuse"],
              objective="one kernel per chain, block by block with out= buffers, differentiable", tests=[
                  Test("fused values", 10, observe_fused, verdict_values, inputs_program, partial=True,
@@ -383,7 +401,7 @@ ASSIGNMENT = Assignment(
                  Test("fused memory", 10, observe_memory, verdict_memory, inputs_program,
                       cases=_cases(_prog("gelu_norm", 16, rows=512, cols=512, block=4096))),
              ]),
-        Part("part3", "FlashAttention", cells=["a7-flash"], names=["FlashAttention"],
+        Part("part3", "FlashAttention", cells=["a7-flash"], names=["FlashAttention"], stubs=STUBS,
              objective="online softmax with the running-max rescale; backward recomputed from the lse", tests=[
                  Test("attention forward", 15, observe_attention, verdict_forward, inputs_attention, partial=True,
                       cases=_cases(_att(20, 2, 7, 9, 3, 2, False, 3), _att(21, 1, 8, 8, 4, 4, True, 3),

@@ -134,10 +134,11 @@ def test_child_job_never_names_the_repository_secrets(make_sub, a0, tmp_path):
     from autograder.spec import ROOT
     keep = tmp_path / "box"
     grade_notebook(make_sub(), a0, GradeOptions(hidden=True, keep_sandbox=keep))
-    job = (keep / "runtime" / "job.json").read_text()
+    job = (keep / "job" / "job.json").read_text()
     for secret in ("/solutions", "/hidden", str(ROOT / "autograder"), str(ROOT / "tests")):
         assert secret not in job
-    files = {p.relative_to(keep / "runtime").as_posix() for p in (keep / "runtime").rglob("*.py")}
+    code = Path(json.loads(job)["code_dir"])            # the runtime template the child imports from
+    files = {p.relative_to(code).as_posix() for p in code.rglob("*.py")}
     assert "autograder/assignments/a0_demo.py" in files
     assert not any("hidden" in f or "solution" in f or f.endswith(("grader.py", "sandbox.py")) for f in files)
 
@@ -164,3 +165,14 @@ def test_forbidden_calls_cost_their_part(make_sub, grade):
     t = get_test(r, "part1/forward")
     assert t.score == 0 and "cell 'a0-square' line 4 uses `np.square`" in t.message
     assert scores(r) == {**FULL, "part1/forward": 0}
+
+
+def test_a_later_part_runs_after_the_reference_and_says_so_when_it_misses_a_helper(make_sub, grade):
+    """Part 3 runs after the reference of parts 1 and 2, never after the student's cells: a patch planted in
+    part 1 is not live there, and a helper defined in part 1's cell is not there either (the message says why)."""
+    r = grade(make_sub({
+        "a0-square": "import numpy as np\n\n\ndef _twice(x):\n    return 2.0 * x\n\n\ndef square(x):\n    return x * x\n",
+        "a0-sumsq": "def sum_of_squares_grad(x):\n    return _twice(x)\n"}))
+    t = get_test(r, "part3/composed gradient")
+    assert t.score == 0 and "NameError: name '_twice' is not defined" in t.message
+    assert "`_twice` is defined in your cell 'a0-square' of part1: each part is graded after the reference" in t.message

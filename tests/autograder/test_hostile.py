@@ -30,7 +30,7 @@ EXPECT = {
                          "part4/packing": r"Sneaky: not an Exception"}, "ok"),
     "fork_bomb": ({"part1/forward": r"square\(x\): output wrong"}, "ok"),
     "setsid_escape": ({}, "ok"),
-    "monkeypatch": ({"part1/forward": r"square\(x\): output wrong at index"}, "ok"),
+    "monkeypatch": ({"part1/forward": r"uses `autograder`, which no graded cell may use"}, "ok"),   # refused as read
     "fake_output": ({"part1/forward": r"square\(x\): output wrong at index"}, "ok"),
     "write_outside": ({}, "ok"),
     "read_secrets": ({"part1/forward": r"got -1"}, "ok"),

@@ -104,3 +104,59 @@ def test_check_from_a_notebook_cell(tmp_path):
         assert f"a0 {part}: {pts}/{pts} points on the public tests" in text
     shown = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "execute_result"]
     assert not [o for o in shown if "<check" in o["data"].get("text/plain", "")], "the report, not a second line"
+
+
+# ---- the self-check sees what the grader sees ----------------------------------------------------------------
+PASTED = "def square(x):\n    \"\"\"Elementwise x**2 of a numpy array.\"\"\"\n    return x * x\n"
+
+
+def _saved(tmp_path, square_cell):
+    """The student's notebook as saved: the handout's graded cell a0-square replaced (None: deleted)."""
+    import nbformat
+    from autograder.generate import graded_marker
+    nb = nbformat.read(str(ROOT / "tests/autograder/fixtures/generated/a0_demo.ipynb"), as_version=4)
+    cells = []
+    for c in nb.cells:
+        if c.metadata.get("grader", {}).get("id") == "a0-square":
+            if square_cell is None:
+                continue
+            c.source = graded_marker("a0-square") + "\n" + square_cell
+        cells.append(c)
+    nb.cells = cells
+    path = tmp_path / "a0_demo.ipynb"
+    nbformat.write(nb, str(path))
+    return path
+
+
+@pytest.mark.parametrize("square_cell, says", [
+    (None, "cell 'a0-square' is missing from a0_demo.ipynb: the grader finds graded cells by the id in their "
+           "metadata, so it will score part1 0. To recover, copy the cell that starts with `# GRADED CELL "
+           "'a0-square'` from the handout"),
+    ("def square(x):\n    raise NotImplementedError('a0-square: replace this line with your code')\n",
+     "the code this self-check ran for part1 is not what cell 'a0-square' of a0_demo.ipynb holds, and the grader "
+     "runs only that cell: if you wrote it in another cell, move it into the cell that starts with "
+     "`# GRADED CELL 'a0-square'`"),
+])
+def test_check_warns_when_the_graded_cell_is_not_what_it_ran(capsys, tmp_path, square_cell, says):
+    """Code pasted into a new cell: the self-check would pass it, the grader scores the part 0."""
+    path = _saved(tmp_path, square_cell)
+    ns = {"In": ["", PASTED], "__session__": str(path)}
+    exec(PASTED, ns)
+    r = check("a0", "part1", namespace=ns)
+    out = capsys.readouterr().out
+    assert r.score == 2 and "[WARN] " + says in out, out
+    r = check("a0", "part1", namespace={**ns, "__session__": str(_saved(tmp_path, PASTED))})
+    assert "[WARN]" not in capsys.readouterr().out
+
+
+def test_check_names_the_line_an_exception_came_from(capsys):
+    src = "def square(x):\n    n = 0\n    return x * x / n\n"
+    import linecache
+    ns = {"In": ["", src]}
+    linecache.cache["/tmp/ipykernel_1/123.py"] = (len(src), None, src.splitlines(True), "/tmp/ipykernel_1/123.py")
+    exec(compile(src, "/tmp/ipykernel_1/123.py", "exec"), ns)      # as IPython runs a cell
+    import numpy as np
+    with np.errstate(divide="raise", invalid="raise"):
+        check("a0", "part1", namespace=ns)
+    out = capsys.readouterr().out
+    assert "FloatingPointError" in out and "(cell 'a0-square' line 3: `return x * x / n`)" in out, out

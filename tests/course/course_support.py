@@ -106,3 +106,42 @@ def execute_notebook(path, timeout=180):
                    resources={"metadata": {"path": str(path.parent)}}).execute()
     outs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     return outs, "".join(o.get("text", "") for o in outs if o.output_type == "stream")
+
+
+def grade_planted(a, solution, variants_dir, names, folder, grade):
+    """Grade planted-bug variants packed into as few submissions as possible: variants that change cells of
+    different parts share one (a part's failure never cascades into another, so each keeps to its own part,
+    and the packing checks that too). Returns {variant: (result, the parts it changes)}."""
+    part_of = {c: p.id for p in a.parts for c in p.cells}
+    groups = []                                   # [(parts taken, {variant: overrides})]
+    for name in names:
+        cells = cell_overrides((variants_dir / f"{name}.py").read_text(), solution)
+        parts = {part_of[c] for c in cells}
+        for taken, members in groups:
+            if not taken & parts:
+                taken.update(parts)
+                members[name] = cells
+                break
+        else:
+            groups.append((set(parts), {name: cells}))
+    out = {}
+    for i, (_, members) in enumerate(groups):
+        overrides = {c: src for cells in members.values() for c, src in cells.items()}
+        result = grade(solution_with(solution, folder / f"planted{i}.ipynb", overrides))
+        for name, cells in members.items():
+            out[name] = (result, {part_of[c] for c in cells})
+    return out
+
+
+def check_planted(name, result, parts, full, changed, feedback):
+    """The variant's parts score `full` except for `changed`, and each of `feedback`'s messages holds its
+    substrings (or matches its pattern, when given as a compiled regex)."""
+    import pytest
+    assert result.status in ("ok", "crashed", "timeout"), (name, result.message)
+    got = {k: v for k, v in scores(result).items() if k.split("/")[0] in parts}
+    want = {k: changed.get(k, v) for k, v in full.items() if k.split("/")[0] in parts}
+    assert got == pytest.approx(want, abs=1e-3), (name, {k: v for k, v in got.items() if v != full[k]})
+    for key, needles in feedback.items():
+        msg = result_of(result, key).message
+        for needle in ([needles] if isinstance(needles, (str, re.Pattern)) else needles):
+            assert (needle.search(msg) if isinstance(needle, re.Pattern) else needle in msg), (name, key, needle, msg)

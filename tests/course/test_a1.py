@@ -16,7 +16,7 @@ from autograder.forbidden import forbidden_uses
 from autograder.generate import render, student_notebook
 from autograder.grader import GradeOptions, grade_notebook
 from autograder.spec import ROOT, load_assignment
-from course_support import cell_overrides, result_of, scores, solution_with as _solution_with
+from course_support import check_planted, grade_planted, result_of, scores, solution_with as _solution_with
 
 SOLUTION = ROOT / "solutions" / "a1_autograd.ipynb"
 STUDENT = ROOT / "assignments" / "a1_autograd.ipynb"
@@ -91,17 +91,8 @@ def test_spec_forbids_minigrads_implementations_but_not_function_and_tensor(a1):
 
 
 # ---- the solution --------------------------------------------------------------------------------------------
-def test_solution_scores_full_marks_with_hidden_cases_quickly(a1):
-    t0 = time.monotonic()
-    r = grade(a1, SOLUTION, hidden=True)
-    took = time.monotonic() - t0
-    assert scores(r) == FULL, r
-    assert r.score == r.max_score == 100 and r.status == "ok", r.message
-    assert took < 60, f"grading one submission took {took:.1f} s (the budget is 60 s on 2 cores)"
-    public = grade(a1, SOLUTION)
-    assert scores(public) == FULL
-    n_public = {t.key: t.cases for t in public.tests}
-    assert all(t.cases > n_public[t.key] for t in r.tests), "hidden cases are added to every test"
+
+# (the solution's full marks, hidden cases on, are checked beside the hostile corpus: tests/autograder/test_hostile_course.py)
 
 
 def test_self_check_in_process_passes_on_the_solution(capsys):
@@ -205,19 +196,13 @@ def test_every_variant_file_is_tested():
     assert {p.stem for p in VARIANTS.glob("*.py")} == set(PLANTED)
 
 
-@pytest.mark.parametrize("variant", sorted(PLANTED))
-def test_planted_bug_scores_partially_and_names_its_location(a1, tmp_path, variant):
-    changed, feedback = PLANTED[variant]
-    path = solution_with(tmp_path / f"{variant}.ipynb", cell_overrides((VARIANTS / f"{variant}.py").read_text(), SOLUTION))
-    r = grade(a1, path)
-    assert r.status == "ok", r.message
-    got = scores(r)
-    assert got == pytest.approx({**FULL, **changed}, abs=1e-3), {k: v for k, v in got.items() if v != FULL[k]}
-    assert 0 < r.score < r.max_score
-    for key, needles in feedback.items():
-        msg = result_of(r, key).message
-        for needle in needles:
-            assert needle in msg, (key, needle, msg)
+def test_planted_bugs_score_partially_and_name_their_location(a1, tmp_path):
+    """Variants in different parts share a submission (course_support.grade_planted): each costs only its part."""
+    graded = grade_planted(a1, SOLUTION, VARIANTS, sorted(PLANTED), tmp_path, lambda path: grade(a1, path))
+    for variant, (changed, feedback) in PLANTED.items():
+        result, parts = graded[variant]
+        check_planted(variant, result, parts, FULL, changed, feedback)
+        assert 0 < result.score < result.max_score
 
 
 # ---- no cascading -------------------------------------------------------------------------------------------------
@@ -247,7 +232,7 @@ def test_broken_engine_does_not_cascade_into_conv(a1, tmp_path):
            "a1-unbroadcast": "def unbroadcast(grad, shape):\n    return grad\n"}
     r = grade(a1, solution_with(tmp_path / "broken_engine.ipynb", bad))
     got = scores(r)
-    assert got["part2/unbroadcast"] == 4 * 1 / 5     # only the identity case passes
+    assert got["part2/unbroadcast"] == 0     # only the identity case passes: a do-nothing answer earns nothing
     assert all(got[k] == 0 for k in FULL if k.startswith("part3/engine"))
     assert got["part3/numerical_grad"] == 5
     assert all(got[k] == FULL[k] for k in FULL if k.startswith(("part1/", "part4/")))
@@ -270,9 +255,10 @@ def test_engine_that_calls_minigrads_engine_gets_no_credit(a1, tmp_path):
            "    output.backward(None if grad is None else Tensor(grad))\n")
     r = grade(a1, solution_with(tmp_path / "delegates.ipynb", {"a1-engine": src}))
     got = scores(r)
-    assert all(got[k] == 0 for k in FULL if k.startswith("part3/engine")), got
-    assert "used minigrad's own engine" in result_of(r, "part3/engine: diamond").message
-    assert r.score == 100 - 25
+    assert all(got[k] == 0 for k in FULL if k.startswith("part3/")), got     # the whole part: it reached a stub
+    assert ("cell 'a1-engine' line 2 uses `minigrad.autograd.engine.backward` (reached at run time), which this "
+            "assignment asks you to write yourself") in result_of(r, "part3/engine: diamond").message
+    assert r.score == 100 - 30
 
 
 def test_numerical_grad_in_float32_or_in_place_is_caught(a1, tmp_path):

@@ -20,7 +20,7 @@ from autograder.forbidden import forbidden_uses
 from autograder.generate import render, student_notebook
 from autograder.grader import GradeOptions, grade_notebook
 from autograder.spec import ROOT, load_assignment
-from course_support import cell_overrides, result_of, scores, solution_with
+from course_support import check_planted, grade_planted, cell_overrides, result_of, scores, solution_with
 
 SOLUTION = ROOT / "solutions" / "a2_memory.ipynb"
 STUDENT = ROOT / "assignments" / "a2_memory.ipynb"
@@ -153,18 +153,8 @@ def test_the_graders_fragmentation_is_the_allocators_own_at_peak_reservation(spe
 
 
 # ---- the solution ----------------------------------------------------------------------------------------------
-def test_solution_scores_full_marks_with_hidden_cases_quickly(a2, tmp_path):
-    t0 = time.monotonic()
-    r = grade(a2, SOLUTION, tmp_path, hidden=True)
-    wall = time.monotonic() - t0
-    assert r.score == r.max_score == 50 and r.status == "ok", [(t.key, t.message) for t in r.tests if not t.passed]
-    assert all(t.cases_passed == t.cases for t in r.tests)
-    assert result_of(r, "part3/training trace budgets").cases == 5       # 2 public + 3 hidden traces
-    assert wall < 60, f"grading one submission took {wall:.1f} s (must be under 60 s on 2 cores)"
-    arts = result_of(r, "part3/training trace budgets").artifacts
-    assert len(arts) == 5 and all(Path(a).read_bytes()[:4] == b"\x89PNG" for a in arts)
-    assert "within the budget" in result_of(r, "part3/training trace budgets").message or \
-        result_of(r, "part3/training trace budgets").message.startswith("passed")
+
+# (the solution's full marks, hidden cases on, are checked beside the hostile corpus: tests/autograder/test_hostile_course.py)
 
 
 def test_self_check_in_process_passes_on_the_solution(capsys):
@@ -200,7 +190,8 @@ def test_student_notebook_is_generated_from_the_solution():
     assert "BEGIN SOLUTION" not in text and "rest = Block(block.segment" not in text
     def base(notebook):
         return next(c.source for c in notebook.cells if c.metadata.get("grader", {}).get("id") == "a2-base")
-    assert base(nbformat.read(STUDENT, as_version=4)) == base(nb), "the given cell stays whole"
+    marker, given = base(nbformat.read(STUDENT, as_version=4)).split("\n", 1)
+    assert marker.startswith("# GRADED CELL 'a2-base'") and given == base(nb), "the given cell stays whole"
 
 
 def test_generated_notebook_scores_zero_and_says_not_started_once_per_part(a2, tmp_path):
@@ -257,17 +248,12 @@ def test_every_variant_file_is_tested():
     assert {p.stem for p in VARIANTS.glob("*.py")} == set(PLANTED) | LIARS
 
 
-@pytest.mark.parametrize("name", sorted(PLANTED))
-def test_planted_bug_scores_partially_and_names_its_location(a2, tmp_path, name):
-    diff, feedback = PLANTED[name]
-    r = grade(a2, variant(tmp_path, name), tmp_path)
-    assert r.status == "ok"
-    assert scores(r) == {**FULL, **diff}, {k: v for k, v in scores(r).items() if v != FULL[k]}
-    assert 0 < r.score < r.max_score
-    for key, parts in feedback.items():
-        msg = result_of(r, key).message
-        for s in parts:
-            assert s in msg, (key, s, msg)
+def test_planted_bugs_score_partially_and_name_their_location(a2, tmp_path):
+    """Variants in different parts share a submission (course_support.grade_planted): each costs only its part."""
+    graded = grade_planted(a2, SOLUTION, VARIANTS, sorted(PLANTED), tmp_path, lambda path: grade(a2, path, tmp_path))
+    for name, (diff, feedback) in PLANTED.items():
+        result, parts = graded[name]
+        check_planted(name, result, parts, FULL, diff, feedback)
 
 
 def test_budget_failure_comes_with_a_timeline_plot(a2, tmp_path):

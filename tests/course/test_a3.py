@@ -7,8 +7,6 @@ Planted bugs live in a3_variants/, one file per submission (patches of the solut
 ``# %% [cell-id] patch`` format of course_support.py).
 """
 import re
-import sys
-import time
 from pathlib import Path
 
 import nbformat
@@ -52,9 +50,21 @@ PLANTED = {
         {"part1/optimizer memory": 0},
         {"part1/optimizer memory": ["peak 3.01 MiB, budget 2.07 MiB", "about 3.0 parameter-sized temporaries",
                                     "out="]}),
+    "adam_wrong_sign": (
+        {"part1/first step": 0, "part1/closed-form trajectory": 0, "part1/decoupled weight decay": 0,
+         "part1/a parameter without gradient": 0},
+        {"part1/first step": ["parameter 0 after step 1 of 1: parameter wrong at index (", "opposite sign"],
+         "part1/closed-form trajectory": ["after step 1 of 6"]}),
+    "accum_zero_division": (
+        {"part4/micro-batches equal the full batch": 0, "part4/a non-finite step is skipped": 0,
+         "part4/returns the loss": 0},
+        {"part4/returns the loss": ["ZeroDivisionError: division by zero", 'File "<cell a3-accum>", line 6',
+                                    "loss = loss_fn(x, y) * (len(x) / total)",
+                                    "(every failing case of these tests raised it)"]}),
     "schedule_off_by_one": (
         {"part2/closed form at every step": 4 / 3, "part2/the scheduler drives the optimizer": 2},
-        {"part2/closed form at every step": ["step 0: lr_at returned 0.0", "not 0 (t counts from 0)"]}),
+        {"part2/closed form at every step": ["lr_at(t=0, ...) returned 0.0, expected 0.01666",
+                                             "not 0 (t counts from 0)"]}),
     "schedule_one_base_lr": (
         {"part2/the scheduler drives the optimizer": 2},
         {"part2/the scheduler drives the optimizer": ["every group got the same lr"]}),
@@ -106,14 +116,8 @@ def test_forbidden_patterns_catch_minigrads_versions_but_not_the_solution(a3):
         assert not hits(src), gid
 
 
-def test_solution_scores_full_marks_with_hidden_cases_quickly(a3, tmp_path):
-    t0 = time.monotonic()
-    r = grade(a3, SOLUTION, tmp_path, hidden=True)
-    assert r.score == r.max_score == 40 and r.status == "ok", [(t.key, t.message) for t in r.tests if not t.passed]
-    assert all(t.cases_passed == t.cases for t in r.tests)
-    assert time.monotonic() - t0 < 60
-    assert "budget" in result_of(r, "part1/optimizer memory").message or \
-        result_of(r, "part1/optimizer memory").message.startswith("passed")
+
+# (the solution's full marks, hidden cases on, are checked beside the hostile corpus: tests/autograder/test_hostile_course.py)
 
 
 def test_self_check_in_process_passes_on_the_solution(capsys):
@@ -151,18 +155,17 @@ def test_student_notebook_is_generated_from_the_solution():
 def test_generated_notebook_scores_zero_with_not_implemented_per_test(a3, tmp_path):
     r = grade(a3, STUDENT, tmp_path, hidden=True)
     assert r.score == 0 and r.max_score == 40 and r.status == "ok"
-    for t in r.tests:
-        cell = CELL_OF_PART[t.part]        # said once for a part not started, else per case
+    for t in r.tests:                  # every part, part 2 too (its cell raises at its top level)
+        cell = CELL_OF_PART[t.part]
         assert re.search(rf"not implemented yet: this part is not started \(its cells .*'{cell}'.* still raise "
-                         rf"NotImplementedError\)|not implemented yet \(NotImplementedError raised in cell '{cell}'\)",
-                         t.message), (t.key, t.message)
+                         rf"NotImplementedError\)", t.message), (t.key, t.message)
 
 
 # One submission per group, one planted bug in each part: each bug must cost exactly its own points, so a
 # group also shows that no part's failure cascades into another (and grading stays at 3 submissions).
 GROUPS = [("adam_no_bias_correction", "schedule_off_by_one", "clip_per_parameter", "accum_not_scaled"),
           ("adam_l2_decay", "schedule_one_base_lr", "clip_no_sqrt", "accum_divide_by_k"),
-          ("adam_naive_temporaries", "nan_not_skipped")]
+          ("adam_naive_temporaries", "nan_not_skipped"), ("adam_wrong_sign", "accum_zero_division")]
 
 
 def test_every_variant_file_is_tested():
@@ -187,6 +190,12 @@ def test_planted_bugs_score_partially_name_the_mistake_and_do_not_cascade(a3, tm
             msg = result_of(r, key).message
             for text in parts:
                 assert text in msg, (name, key, text, msg)
+            assert len(re.findall(r"\bstep \d+|t=\d+", msg.split("(")[0])) <= 1, msg   # one step named
+            m = re.search(r"index \(([^)]*)\)", msg)
+            if key.startswith("part1/") and m:       # an element of the parameter, not (step, *shape)
+                assert m.group(1).count(",") + 1 <= 2, msg
+    from autograder.results import format_report
+    assert format_report(r).count("(every failing case of these tests raised it)") <= 1, "one error, said once"
 
 
 def test_importing_minigrads_adamw_costs_its_part(a3, tmp_path):

@@ -5,7 +5,6 @@ points only in its own part with feedback that names the mistake, and a broken e
 Planted bugs are graded on their own part only (grade_part): the cascade test grades one whole notebook.
 """
 import sys
-import time
 from pathlib import Path
 
 import nbformat
@@ -16,7 +15,7 @@ from autograder.generate import render, student_notebook
 from autograder.grader import GradeOptions, grade_notebook, grade_part, reference_cells
 from autograder.notebook import load_submission
 from autograder.spec import ROOT, load_assignment
-from course_support import cell_overrides, result_of, solution_with
+from course_support import cell_overrides, solution_with
 
 SOLUTION = ROOT / "solutions" / "a4_mixed_precision.ipynb"
 STUDENT = ROOT / "assignments" / "a4_mixed_precision.ipynb"
@@ -60,13 +59,8 @@ def test_reference_trace_is_pytorchs_rule_written_out(a4):
     assert got.tolist() == [8, 8, 16, 8, 8, 8, 16, 16, 16, 32, 16, 8, 8]
 
 
-def test_solution_scores_full_marks_with_hidden_cases(a4, tmp_path):
-    t0 = time.monotonic()
-    r = grade_notebook(SOLUTION, a4, GradeOptions(hidden=True, artifacts_dir=tmp_path))
-    assert r.score == r.max_score == 50 and r.status == "ok", [(t.key, t.message) for t in r.tests if not t.passed]
-    assert all(t.cases_passed == t.cases for t in r.tests)
-    assert result_of(r, "part1/scale trace on scripted overflows").cases == 6
-    assert time.monotonic() - t0 < 60
+
+# (the solution's full marks, hidden cases on, are checked beside the hostile corpus: tests/autograder/test_hostile_course.py)
 
 
 def test_student_notebook_is_generated_and_scores_zero(a4, tmp_path):
@@ -101,9 +95,10 @@ PLANTED = {
     "no_masters": ("part3", {"part3/small updates accumulate": 0},
                    {"part3/small updates accumulate": ["master 0 after 50 steps", "half a float16 spacing"]}),
     "all_float32": ("part4", {"part4/saved-activation bytes": 0},
-                    {"part4/saved-activation bytes": ["52,544 B is over the budget of 28,899 B"]}),
-    "float16_loss": ("part4", {"part4/loss and gradients": 0},
-                     {"part4/loss and gradients": ["returned a minigrad.float16 loss", ".float()"]}),
+                    {"part4/saved-activation bytes": ["36,160 B is over the budget of 19,888 B"]}),
+    "float16_loss": ("part4", {"part4/loss and gradients": 0, "part4/saved-activation bytes": 0},
+                     {"part4/loss and gradients": ["returned a minigrad.float16 loss", ".float()"],
+                      "part4/saved-activation bytes": ["credited only to a forward whose loss and gradients"]}),
     "no_unscale": ("part5", {"part5/converges with the scaler, stalls without": 0},
                    {"part5/converges with the scaler, stalls without": ["with the scaler", "unscale_"]}),
 }

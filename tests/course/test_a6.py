@@ -12,7 +12,7 @@ import pytest
 
 from autograder.grader import GradeOptions, grade_notebook
 from autograder.spec import ROOT, load_assignment
-from course_support import cell_overrides, result_of, scores, solution_with
+from course_support import check_planted, grade_planted, result_of
 
 SOLUTION = ROOT / "solutions" / "a6_data_parallel.ipynb"
 STUDENT = ROOT / "assignments" / "a6_data_parallel.ipynb"
@@ -29,6 +29,7 @@ PLANTED = {
         "part1/sizes that do not divide": r"deadlock"},
     "ring_off_by_one": {
         "part1/sum on every rank": r"rank 0: chunk 0 \(elements 0:4\) holds the sum of rank\(s\) \[1\] only.*off by one",
+        "part1/bytes and neighbours": r"credited only to a ring whose result is right.*off by one",
         "part1/sizes that do not divide": r"could not be broadcast"},
     "ring_all_to_all": {
         "part1/bytes and neighbours": r"rank 0 sent 72 bytes to rank 2 .*only to its right neighbour, rank 1",
@@ -59,9 +60,8 @@ def test_spec_parts_and_points(a6):
     assert a6.max_score == 100
 
 
-def test_solution_scores_full_marks_with_hidden_cases(a6, tmp_path):
-    result = grade(a6, SOLUTION, tmp_path, hidden=True)
-    assert result.score == 100, [(t.key, t.message) for t in result.tests if t.score < FULL.get(t.key, 0)]
+
+# (the solution's full marks, hidden cases on, are checked beside the hostile corpus: tests/autograder/test_hostile_course.py)
 
 
 def test_fresh_student_copy_scores_zero_and_says_not_implemented(a6, tmp_path):
@@ -71,18 +71,13 @@ def test_fresh_student_copy_scores_zero_and_says_not_implemented(a6, tmp_path):
         assert "not implemented yet" in result_of(result, key).message
 
 
-@pytest.mark.parametrize("name", sorted(PLANTED))
-def test_planted_bug_loses_only_what_it_breaks(a6, tmp_path, name):
-    path = solution_with(SOLUTION, tmp_path / f"a6_{name}.ipynb",
-                         cell_overrides((VARIANTS / f"{name}.py").read_text(), SOLUTION))
-    result = grade(a6, path, tmp_path)
-    got = scores(result)
-    for key, points in FULL.items():
-        if key in PLANTED[name]:
-            assert got[key] == 0, (key, result_of(result, key).message)
-            assert re.search(PLANTED[name][key], result_of(result, key).message), result_of(result, key).message
-        else:
-            assert got[key] == points, (key, result_of(result, key).message)  # no cascade
+def test_planted_bugs_lose_only_what_they_break(a6, tmp_path):
+    """Variants in different parts share a submission (course_support.grade_planted): each costs only its part."""
+    graded = grade_planted(a6, SOLUTION, VARIANTS, sorted(PLANTED), tmp_path, lambda path: grade(a6, path, tmp_path))
+    for name, expected in PLANTED.items():
+        result, parts = graded[name]
+        check_planted(name, result, parts, FULL, {k: 0 for k in expected},
+                      {k: re.compile(v) for k, v in expected.items()})
 
 
 def test_simworld_reports_the_waiting_ranks_of_a_deadlock():

@@ -1,7 +1,6 @@
 """Assignment a7 (fusion and FlashAttention): the solution scores 100 %, the generated student notebook 0
 with a "not implemented" message per test, planted bugs score partially with feedback that names the bug,
 and a broken early part never cascades into later parts. Planted bugs live in a7_variants/."""
-import time
 from pathlib import Path
 
 import nbformat
@@ -10,7 +9,7 @@ import pytest
 from autograder.generate import render, student_notebook
 from autograder.grader import GradeOptions, grade_notebook
 from autograder.spec import ROOT, load_assignment
-from course_support import cell_overrides, forbidden_hits, result_of, scores, solution_with as _solution_with
+from course_support import check_planted, grade_planted, forbidden_hits, result_of, scores, solution_with as _solution_with
 
 SOLUTION = ROOT / "solutions" / "a7_fusion.ipynb"
 STUDENT = ROOT / "assignments" / "a7_fusion.ipynb"
@@ -56,13 +55,8 @@ def test_spec_parts_cells_hidden_cases_and_forbidden_uses(a7):
     assert not any(forbidden(c.source) for c in nb.cells if "grader" in c.metadata)
 
 
-def test_solution_scores_full_marks_with_hidden_cases_quickly(a7):
-    t0 = time.monotonic()
-    r = grade(a7, SOLUTION, hidden=True)
-    assert scores(r) == FULL and r.status == "ok", r
-    assert time.monotonic() - t0 < 60
-    public = {f"{p.id}/{t.name}": len(t.cases) for p in a7.parts for t in p.tests}
-    assert all(t.cases > public[t.key] for t in r.tests), "hidden cases are added to every test"
+
+# (the solution's full marks, hidden cases on, are checked beside the hostile corpus: tests/autograder/test_hostile_course.py)
 
 
 def test_student_notebook_is_generated_and_scores_zero(a7, tmp_path):
@@ -100,8 +94,9 @@ PLANTED = {
         {"part2/fused values": ["cell 'a7-fuse' line ", "uses `mg.compile`, which this assignment asks you to "
                                                        "write yourself"]}),
     "backward_without_D": (
-        {"part3/attention backward": 0},
-        {"part3/attention backward": ["FlashAttention: backward: gradient w.r.t. `q` wrong at index", "numeric"]}),
+        {"part3/attention backward": 0, "part3/attention memory": 0},      # memory: only beside right gradients
+        {"part3/attention backward": ["FlashAttention: backward: gradient w.r.t. `q` wrong at index", "numeric"],
+         "part3/attention memory": ["the memory is credited only to an attention whose output and gradients"]}),
 }
 
 
@@ -109,19 +104,12 @@ def test_every_variant_file_is_tested():
     assert {p.stem for p in VARIANTS.glob("*.py")} == set(PLANTED)
 
 
-@pytest.mark.parametrize("variant", sorted(PLANTED))
-def test_planted_bug_scores_partially_and_names_the_bug(a7, tmp_path, variant):
-    changed, feedback = PLANTED[variant]
-    path = solution_with(tmp_path / f"{variant}.ipynb", cell_overrides((VARIANTS / f"{variant}.py").read_text(),
-                                                                       SOLUTION))
-    r = grade(a7, path)
-    assert r.status == "ok", r.message
-    got = scores(r)
-    assert got == pytest.approx({**FULL, **changed}, abs=1e-3), {k: v for k, v in got.items() if v != FULL[k]}
-    for key, needles in feedback.items():
-        msg = result_of(r, key).message
-        for needle in needles:
-            assert needle in msg, (key, needle, msg)
+def test_planted_bugs_score_partially_and_name_the_bug(a7, tmp_path):
+    """Variants in different parts share a submission (course_support.grade_planted): each costs only its part."""
+    graded = grade_planted(a7, SOLUTION, VARIANTS, sorted(PLANTED), tmp_path, lambda path: grade(a7, path))
+    for variant, (changed, feedback) in PLANTED.items():
+        result, parts = graded[variant]
+        check_planted(variant, result, parts, FULL, changed, feedback)
 
 
 def test_broken_or_copied_parts_cost_only_themselves(a7, tmp_path):

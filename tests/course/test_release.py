@@ -63,10 +63,11 @@ def _hidden_lines():
 
 def test_nothing_private_is_in_it(release):
     names = {p.relative_to(release).as_posix() for p in release.rglob("*")}
-    for private in ("solutions", "autograder/hidden", "tests/course", "tests/autograder"):
+    for private in ("solutions", "autograder/hidden", "tests/course", "tests/autograder", "tests/lectures"):
         assert private not in names
     assert {"assignments/a1_autograd.ipynb", "minigrad/memory/allocator.py", "autograder/grader.py",
-            "Makefile", "README.md", ".gitignore"} <= names
+            "Makefile", "README.md", ".gitignore", "tests/student/test_setup.py", "tests/conftest.py"} <= names
+    assert {n.split("/")[1] for n in names if n.startswith("tests/") and n.count("/") > 1} == {"student"}
     solution, hidden = _solution_lines(), _hidden_lines()
     assert len(solution) > 50 and len(hidden) > 10, "the grep needs something to look for"
     for p, text in _texts(release):
@@ -89,14 +90,15 @@ def test_handouts_and_readme(release):
 
 
 def test_make_test_start_grade_and_check_run_inside(release):
-    r = make(release, "test", "TESTS=tests/test_errors.py")
-    assert r.returncode == 0 and " passed" in r.stdout, r.stdout + r.stderr
+    r = make(release, "test")                                      # the release's whole `make test`
+    assert r.returncode == 0 and "3 passed" in r.stdout, r.stdout + r.stderr
     assert "nothing to generate" in r.stderr                       # no solutions: no handout check
     assert make(release, "start", "A=a1").returncode == 0
     r = make(release, "grade", "A=a1")
     assert r.returncode == 0, r.stderr
     assert "0 / 100 points" in r.stdout and "this part is not started" in r.stdout
-    assert "no reference solution here" in r.stderr
+    # the grade output says how it differs from the course's grader (no reference for earlier parts)
+    assert "no reference solutions" in r.stdout and "after your own earlier parts" in r.stdout
     code = ("import autograder, minigrad; from autograder import check\n"
             "print(autograder.__file__, minigrad.__file__)\n"
             "r = check('a1', 'part1', namespace={})\n")
@@ -104,6 +106,31 @@ def test_make_test_start_grade_and_check_run_inside(release):
     assert p.returncode == 0, p.stderr
     assert p.stdout.count(str(release)) == 2                        # the release's own packages
     assert "a1 part1: 0/20 points on the public tests" in p.stdout and "does not define `Mul`" in p.stdout
+
+
+def test_untracked_files_stay_out_and_a_refused_release_leaves_nothing(tmp_path):
+    from workflow_support import copy_repo
+    repo = copy_repo(tmp_path / "course", skip=("tests/", "benchmarks/", "docs/", "lectures/", "site/"))
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+    (repo / "grades.csv").write_text("alice,100\n")                   # a class graded in the checkout
+    (repo / "submissions").mkdir()
+    (repo / "submissions" / "alice.ipynb").write_text("{}")
+    out = build_release(tmp_path / "rel", root=repo)
+    assert not (out / "grades.csv").exists() and not (out / "submissions").exists()
+    assert (out / "assignments" / "a1_autograd.ipynb").exists()
+    spec = repo / "autograder" / "assignments" / "a3_training_loop.py"      # an answer planted in a spec
+    spec.write_text(spec.read_text() + "\n\ndef leaked(t, base_lr, warmup_steps, total_steps, min_lr):\n"
+                    "    if t < warmup_steps:\n        return base_lr * (t + 1) / (warmup_steps + 1)\n"
+                    "    if t >= total_steps:\n        return min_lr\n")
+    with pytest.raises(ReleaseError, match="(?s)a spec holds solution code.*a3_training_loop.py line .*a3-schedule"):
+        build_release(tmp_path / "rel2", root=repo)
+    spec.write_text(spec.read_text().split("\n\ndef leaked")[0])
+    (repo / "assignments" / "notes.md").write_text("### BEGIN SOLUTION\nx = 1\n")   # a leak: refused, nothing left
+    subprocess.run(["git", "add", "assignments/notes.md"], cwd=repo, check=True)
+    with pytest.raises(ReleaseError, match="would leak"):
+        build_release(tmp_path / "rel3", root=repo)
+    assert not (tmp_path / "rel3").exists() and not list(tmp_path.glob(".rel3-*"))
 
 
 def test_a_release_refuses_to_leak_or_to_overwrite(release, tmp_path):

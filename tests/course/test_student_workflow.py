@@ -8,7 +8,7 @@ from course_support import solution_cells
 from workflow_support import copy_repo, make
 
 pytestmark = pytest.mark.skipif(not (ROOT / ".git").exists(), reason="copies the repository's tracked files")
-SKIP = ("tests/", "benchmarks/", "docs/")
+SKIP = ("tests/", "benchmarks/", "docs/", "lectures/", "site/")     # what make start/grade/assignments never read
 
 
 def set_cell(path, cell_id, source):
@@ -93,3 +93,12 @@ def test_grade_asks_which_copy_when_the_students_own_is_missing(tmp_path):
     assert "NB=" in r.stderr
     r = make(repo, "grade", "A=a1", "NB=work/a1_autograd-Copy2.ipynb")
     assert r.returncode == 0 and "a1_autograd-Copy2" in r.stdout and "not started" in r.stdout
+
+
+def test_make_lab_starts_as_root_too():
+    """Jupyter refuses root without --allow-root: containers and CI images run as root."""
+    import os
+    r = make(ROOT, "-n", "lab")
+    assert r.returncode == 0, r.stderr
+    line = r.stdout.strip().splitlines()[-1]
+    assert line.endswith("jupyter lab --allow-root") if os.geteuid() == 0 else line.endswith("jupyter lab")

@@ -18,7 +18,7 @@ VENV = Path(sys.executable).parent.parent
 
 def copy_repo(dst: Path, root: Path = ROOT, skip=()) -> Path:
     """The instructor repository's files (as git would commit them) under `dst`."""
-    for rel in tracked_files(root):
+    for rel in tracked_files(root, untracked=True):
         if not rel.startswith(tuple(skip)):
             (dst / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(root / rel, dst / rel)

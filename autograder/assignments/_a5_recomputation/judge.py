@@ -68,7 +68,10 @@ def _reference_memory(params_json):
     case = types.SimpleNamespace(params=json.loads(params_json))
     ns = types.SimpleNamespace(checkpoint=checkpoint, checkpoint_sequential=checkpoint_sequential)
     obs = (spec.observe_sequential_memory if "segments" in case.params else spec.observe_checkpoint_memory)(ns, case)
-    return account(obs)
+    return (*account(obs), int(np.asarray(obs["outside"])), np.asarray(obs["grads"]))
+
+
+OUTSIDE_SLACK = 64 * 1024       # Python objects the forward makes (graph nodes, RNG state), not activations
 
 
 def verdict_memory(case, obs, ctx, budget):
@@ -76,9 +79,20 @@ def verdict_memory(case, obs, ctx, budget):
         kept, peak = account(obs)
     except (ValueError, TypeError) as e:
         return Verdict.fail(f"could not read the memory trace: {e}")
-    ref_kept, ref_peak = _reference_memory(json.dumps(case.params, sort_keys=True))
+    ref_kept, ref_peak, ref_outside, ref_grads = _reference_memory(json.dumps(case.params, sort_keys=True))
     act = case.params["batch"] * case.params["width"] * 4
     what = "checkpoint_sequential" if "segments" in case.params else "checkpoint"
+    grads = np.asarray(obs.get("grads", np.zeros(0)), dtype=np.float64)
+    if grads.shape != ref_grads.shape or not np.allclose(grads, ref_grads, rtol=1e-4, atol=1e-6):
+        return Verdict.fail(f"{what}: the memory is credited only to a step whose gradients are right, and the "
+                            f"weights' gradients after this step's backward differ from the run without "
+                            f"checkpointing")
+    outside = int(np.asarray(obs.get("outside", np.inf)))
+    if outside > ref_outside + OUTSIDE_SLACK:
+        return Verdict.fail(
+            f"{what}: after the forward, {V.mib(outside)} are held outside minigrad's memory pool ({outside / act:.1f} "
+            f"activations of {V.mib(act)}); checkpointing keeps only {V.mib(max(ref_outside, 0))} there. Copies of "
+            f"activations kept aside (np.array(t.data), a list of arrays) count too: keep only the inputs")
     if kept > budget * ref_kept + 512:
         return Verdict.fail(
             f"{what}: after the forward, forward ops still hold {V.mib(kept)} ({kept / act:.1f} activations of "

@@ -14,8 +14,9 @@ How each part is judged (in the parent; the child only runs the student's code a
   under test. The parent compares the output with NumPy (or minigrad, for convolutions) and each
   input's gradient with ``numeric_vjp`` of that reference.
 - the engine (part 3): the child builds graphs from *minigrad's* ops (so part 3 never depends on the
-  student's parts 1 and 2) and runs the student's ``backward`` on them, with minigrad's own engine
-  switched off; the same graph functions, run on NumPy arrays in the parent, give the numeric gradient.
+  student's parts 1 and 2) and runs the student's ``backward`` on them, in a child whose minigrad has no
+  engine (``STUBS``: each part's child leaves out minigrad's versions of what the part asks for); the same
+  graph functions, run on NumPy arrays in the parent, give the numeric gradient.
 - im2col/col2im: the reference im2col is a minigrad convolution with one-hot kernels; col2im is checked
   as its vector-Jacobian product.
 

@@ -27,6 +27,11 @@ def _scen(cls, name, **extra):
     return _case(f"scenario '{name}'", cls, {"workload": "scenario", "name": name}, **extra)
 
 
+# minigrad's caching allocator, left out of every part's child (autograder/stubs.py): the grader needs none
+# of it (the student's allocator serves minigrad in part 4), and a graded cell reaches no copy of it
+STUBS = [f"minigrad.memory.allocator.{n}" for n in ("round_size", "segment_size", "pool_of", "should_split",
+                                                     "CachingAllocator")]
+
 ASSIGNMENT = Assignment(
     id="a2",
     name="a2_memory",
@@ -36,9 +41,12 @@ ASSIGNMENT = Assignment(
     preamble="import numpy as np\nimport minigrad as mg\n",
     timeout=30,
     memory_mb=2048,
+    summary="the blocks and segments the student's allocator handed out, checked by the parent (no overlap, "
+            "alignment, bounds, a segment log only the grader's device writes); peak reserved bytes and unused bytes "
+            "on real minigrad training traces against 1.25x the reference's; OOM retry and an \"8 GB card\"",
     forbidden=["minigrad.memory", "*._ALLOCATORS", "*.get_allocator"],   # minigrad's pool and its registry
     parts=[
-        Part("part1", "Sizes, pools and a bump allocator", cells=["a2-base", "a2-sizes", "a2-bump"],
+        Part("part1", "Sizes, pools and a bump allocator", cells=["a2-base", "a2-sizes", "a2-bump"], stubs=STUBS,
              names=["round_size", "pool_of", "segment_size", "BumpAllocator"],
              objective="Round requests, pick a pool and a segment size; carve blocks from segments.", tests=[
             Test("round_size", 3, observe_sizes, verdict_round, inputs_sizes, cases=[{"seed": 0, "n": 40}]),
@@ -49,7 +57,7 @@ ASSIGNMENT = Assignment(
                       {"workload": "random", "seed": 0, "n": 120, "finish": False}),
                 _scen("BumpAllocator", "best fit, large pool")]),
         ]),
-        Part("part2", "Best fit and splitting", cells=["a2-bestfit"],
+        Part("part2", "Best fit and splitting", cells=["a2-bestfit"], stubs=STUBS,
              names=["should_split", "BestFitAllocator"],
              objective="Reuse cached free blocks: the smallest that fits, split when the rest is worth keeping.",
              tests=[
@@ -68,7 +76,7 @@ ASSIGNMENT = Assignment(
                 _case("scenario 'memory limit' on a 30 MiB device", "BestFitAllocator",
                       {"workload": "scenario", "name": "memory limit"}, capacity=30 * MiB, catch_oom=True)]),
         ]),
-        Part("part3", "Coalescing and empty_cache", cells=["a2-coalesce"], names=["CoalescingAllocator"],
+        Part("part3", "Coalescing and empty_cache", cells=["a2-coalesce"], names=["CoalescingAllocator"], stubs=STUBS,
              objective="Merge free neighbours so whole segments come back; release them with empty_cache.",
              tests=[
             Test("coalescing", 4, observe_ops, verdict_coalescing, inputs_ops, partial=True, cases=[
@@ -84,6 +92,7 @@ ASSIGNMENT = Assignment(
                 _case("CNN 4-8 channels trace", "CoalescingAllocator", TRAIN_CNN)]),
         ]),
         Part("part4", "Out of memory, and minigrad on your pool", cells=["a2-oom"], names=["StudentAllocator"],
+             stubs=STUBS,
              objective="When the device is full, release the cache and retry, then raise OutOfMemoryError; "
                        "train a model on memory your allocator hands out.", tests=[
             Test("retry after empty_cache", 2, observe_ops, verdict_oom, inputs_ops, partial=True, cases=[

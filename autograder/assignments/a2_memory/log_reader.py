@@ -164,8 +164,24 @@ class _Log:
             return mm.group(0)
         return re.sub(r"\d{7,}", sub, msg)
 
+    def device_forged(self):
+        """Why the segment rows cannot have come from the grader's simulated device, or "": it numbers its
+        segments 0, 1, 2... and places each one at the next 64 KiB boundary past the previous one plus a gap."""
+        address, sid = 1 << 32, 0
+        for kind, ident, addr, size in self.events.tolist():
+            if kind == V.RESERVE:
+                if ident != sid or addr != address:
+                    return (f"the segment log was edited: segment #{sid} is not where the grader's device put it "
+                            f"(the log belongs to the device, not to your allocator)")
+                address += -(-(size + 65536) // 65536) * 65536
+                sid += 1
+        return ""
+
     def checks(self):
-        """Structural checks: replay violations, then blocks smaller than requested."""
+        """Structural checks: a log the device did not write, replay violations, blocks smaller than requested."""
+        forged = self.device_forged()
+        if forged:
+            return Verdict.rejected(forged)
         if not self.rep.ok:
             more = len(self.rep.violations) - 1
             return Verdict.fail(self.violation() + (f" (and {more} more problem{'s' if more > 1 else ''})"

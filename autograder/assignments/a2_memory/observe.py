@@ -21,7 +21,12 @@ def observe_ops(ns, case):
     alloc = getattr(ns, p["cls"])(source, "grader")
     if p.get("limit") is not None:
         alloc.memory_limit = int(p["limit"])
-    return _drive(alloc, source, case["ops"], catch_oom=bool(p.get("catch_oom")))
+    out = _drive(alloc, source, case["ops"], catch_oom=bool(p.get("catch_oom")))
+    if source.capacity != p.get("capacity") or type(source) is not TraceSource:
+        from autograder._guard import IntegrityError
+        raise IntegrityError("your allocator changed the device the grader gave it (its capacity): the device "
+                             "is the grader's, an allocator only asks it for segments and gives them back")
+    return out
 
 
 def observe_minigrad(ns, case):
