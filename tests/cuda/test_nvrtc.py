@@ -23,9 +23,12 @@ def test_every_kernel_minigrad_generates_compiles(sources, record_property):
     assert not rejected, f"NVRTC rejects {len(rejected)} kernel(s):\n{nvrtc_check.report(rejected)}"
     record_property("nvrtc_sources", len(kernels))
     record_property("nvrtc_programs", len(kernels) * len(nvrtc_check.ARCHS))
+    compiled = {s.label for s in kernels if s.label.startswith("fusion ")}
+    without = [(c, dt) for c in nvrtc_check._fusion_cases() for dt in nvrtc_check.FLOAT_DTYPES
+               if f"fusion {c} {dt} forward" not in compiled]   # float16 too: every chain has its kernels
+    assert not without, f"fusion chains with no generated kernel: {without}"
     record_property("nvrtc_fusion_chains", len(chains))
-    record_property("nvrtc_fusion_without_kernel", len(nvrtc_check._fusion_cases()) * 3 - len(chains))
-    assert sorted(chains) == sorted((c, dt) for c in nvrtc_check._fusion_cases() for dt in nvrtc_check.FLOAT_DTYPES)
+    record_property("nvrtc_fusion_without_kernel", len(without))
 
 
 def test_fusion_cases_cover_every_fusible_op():
