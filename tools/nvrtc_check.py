@@ -9,10 +9,9 @@ Where the sources come from (``all_sources``):
 * the kernel catalogue, ``minigrad.backend.cuda_kernels.KERNELS`` (every kernel minigrad writes by hand is
   built through its ``elementwise``/``raw`` factories): each ElementwiseKernel once per declared type binding
   and array layout, each RawKernel's code as it is;
-* the fusion pass: one small chain per op of its table (``FUSION_CASES``, checked against the table) in
+* the fusion pass: one small chain per op of its table (``_fusion_cases``, checked against the table) in
   float32, float16 and float64, traced by ``mg.compile`` on the CPU; each FusedKernel's forward kernel and
-  its backward kernel for every set of wanted gradients, whenever the kernel says CuPy runs it
-  (``cupy_supported()``; float16 chains don't, today: they run as CuPy array expressions).
+  its backward kernel for every set of wanted gradients (float16 kernels compute in float: kernel.py).
 
 How CuPy builds an ElementwiseKernel's source (cupy/_core/_kernel.pyx, core.pyx, cuda/compiler.py, v14):
 ``__call__`` decides the placeholder types from the arrays (``_decide_params_type``), describes each
@@ -169,14 +168,11 @@ def fusion_kernels(dtypes=FLOAT_DTYPES):
 
 
 def fusion_sources(dtypes=FLOAT_DTYPES):
-    """(sources, not_emitted): the CuPy kernels of ``fusion_kernels``, forward and each backward variant,
-    and [(case, dtype)] of the chains that run without a generated kernel (``cupy_supported()`` False)."""
+    """(sources, chains): the CuPy kernels of ``fusion_kernels``, forward and each backward variant, and
+    [(case, dtype)] of the chains they come from (every chain: each has its generated kernels)."""
     import cupy
-    sources, not_emitted = [], []
+    sources, chains = [], []
     for case, dt, kernel in fusion_kernels(dtypes):
-        if not kernel.cupy_supported():
-            not_emitted.append((case, dt))
-            continue
         floats = [i for i, d in enumerate(kernel.input_dtypes) if d.kind == "f"]
         variants = [None, [i in floats for i in range(len(kernel.input_dtypes))]]
         if len(floats) > 1:
@@ -185,13 +181,15 @@ def fusion_sources(dtypes=FLOAT_DTYPES):
             what = "forward" if wanted is None else "backward " + "".join("x" if w else "." for w in wanted)
             sources.append(elementwise_source(kernel.cupy_kernel(cupy, wanted), {}, frozenset(), "contiguous",
                                               f"fusion {case} {dt} {what}"))
-    return sources, not_emitted
+        chains.append((case, dt))
+    return sources, chains
 
 
 def all_sources():
+    """(every source, the fusion chains [(case, dtype)] whose kernels are among them)."""
     catalogue = catalogue_sources()
-    fused, not_emitted = fusion_sources()
-    return catalogue + fused, not_emitted
+    fused, chains = fusion_sources()
+    return catalogue + fused, chains
 
 
 # --- NVRTC -----------------------------------------------------------------------------------------
@@ -266,7 +264,7 @@ def main(argv=None):
     ap.add_argument("--jobs", type=int, default=2, help="compiler threads")
     ap.add_argument("--list", action="store_true", help="print every source's label and stop")
     args = ap.parse_args(argv)
-    sources, not_emitted = all_sources()
+    sources, chains = all_sources()
     if args.list:
         print("\n".join(s.label for s in sources))
         return 0
@@ -274,8 +272,9 @@ def main(argv=None):
     rejected = compile_all(sources, args.arch.split(","), jobs=args.jobs)
     print(report(rejected))
     print(f"NVRTC: {len(sources)} kernel sources x {len(args.arch.split(','))} archs compiled in "
-          f"{time.perf_counter() - start:.1f}s, {len(rejected)} rejected; {len(not_emitted)} fusion chains "
-          f"run without a generated kernel ({', '.join(sorted({d for _, d in not_emitted}))})")
+          f"{time.perf_counter() - start:.1f}s, {len(rejected)} rejected; among them the kernels of {len(chains)} "
+          f"fusion chains ({len({c for c, _ in chains})} op cases x {', '.join(FLOAT_DTYPES)}), "
+          f"{len(_fusion_cases()) * len(FLOAT_DTYPES) - len(chains)} chains without a kernel")
     return 1 if rejected else 0
 
 

@@ -15,21 +15,17 @@ def _color(n):
 
 
 def _label(n):
-    op = n.op_name if n.kind.startswith("call") else n.kind
-    return f"{n.name}\n{op}\n{n.describe()}" if op != n.name else f"{n.name}\n{n.describe()}"
+    return "\n".join(dict.fromkeys([n.name, n.op_name, n.describe()]))   # the op's name unless the node has it
 
 
 def draw(graph, path=None, ax=None):
     """Returns a graphviz.Digraph (written to ``path`` if given) or a matplotlib Axes."""
-    if ax is None:
+    if ax is None and shutil.which("dot") is not None:
         try:
             import graphviz
-            if shutil.which("dot") is None:
-                raise ImportError
-        except ImportError:
-            graphviz = None
-        if graphviz is not None:
             return _graphviz(graphviz, graph, path)
+        except ImportError:
+            pass
     return _matplotlib(graph, path, ax)
 
 
@@ -50,11 +46,9 @@ def _graphviz(graphviz, graph, path):
 
 def _matplotlib(graph, path, ax):
     import matplotlib.pyplot as plt
-    depth = {}
+    depth, columns = {}, {}   # a node's column: its longest path from the inputs
     for n in graph.nodes:
         depth[n] = 1 + max((depth[a] for a in n.inputs() if a in depth), default=-1)
-    columns = {}
-    for n in graph.nodes:
         columns.setdefault(depth[n], []).append(n)
     pos = {n: (d, -i) for d, col in columns.items() for i, n in enumerate(col)}
     if ax is None:

@@ -45,17 +45,13 @@ import numpy as np
 from ..autograd.grad_mode import set_grad_enabled
 from . import draw as _draw
 
-_LITERALS = (bool, int, str, type(None))
-
 
 class Node:
     __slots__ = ("kind", "target", "args", "kwargs", "name", "meta")
 
     def __init__(self, kind, target, args=(), kwargs=None, name="v", meta=None):
-        self.kind, self.target, self.args = kind, target, tuple(args)
-        self.kwargs = dict(kwargs or {})
-        self.name = name
-        self.meta = dict(meta or {})
+        self.kind, self.target, self.args, self.kwargs = kind, target, tuple(args), dict(kwargs or {})
+        self.name, self.meta = name, dict(meta or {})
 
     @property
     def op_name(self):
@@ -75,8 +71,7 @@ class Node:
         m = self.meta
         if "shape" not in m:
             return "?"
-        dt = np.dtype(m["dtype"])
-        dev = m.get("device")
+        dt, dev = np.dtype(m["dtype"]), m.get("device")
         tail = f" {dev}" if dev is not None and str(dev) != "cpu" else ""
         return f"{dt.kind}{dt.itemsize * 8}{list(m['shape'])}{tail}"   # f32, i64, b8
 
@@ -104,10 +99,8 @@ def _parameters(fn):
 
 def flatten(tree):
     """Leaves of nested tuples/lists/dicts, left to right."""
-    if isinstance(tree, (tuple, list)):
-        return [leaf for item in tree for leaf in flatten(item)]
-    if isinstance(tree, dict):
-        return [leaf for item in tree.values() for leaf in flatten(item)]
+    if isinstance(tree, (tuple, list, dict)):
+        return [leaf for item in (tree.values() if isinstance(tree, dict) else tree) for leaf in flatten(item)]
     return [tree]
 
 
@@ -126,13 +119,10 @@ class Graph:
     """Nodes in execution order plus an output tree whose leaves are Nodes or constants."""
 
     def __init__(self, nodes=None, output=None, name="graph"):
-        self.nodes = list(nodes or [])
-        self.output = output
-        self.name = name
+        self.nodes, self.output, self.name = list(nodes or []), output, name
         self.grad = None     # the grad mode the graph is replayed under (the guard's); see _codegen
-        self.passes = {}     # what the graph passes removed: {'constant folding': 2, 'cse': 1, 'dce': 3}
-        self._fn = None
-        self.code = None
+        self.passes = {}     # the op count after each graph pass: {'traced': 9, 'constant folding': 7, ...}
+        self._fn = self.code = None
 
     # --- queries ---------------------------------------------------------------------------------
     @property
@@ -146,9 +136,8 @@ class Graph:
         """Node -> the nodes that read it (and ``"output"`` when the graph returns it)."""
         users = {n: [] for n in self.nodes}
         for n in self.nodes:
-            for a in n.inputs():
-                if n not in users[a]:
-                    users[a].append(n)
+            for a in dict.fromkeys(n.inputs()):
+                users[a].append(n)
         for a in flatten(self.output):
             if isinstance(a, Node):
                 users[a].append("output")
@@ -163,35 +152,24 @@ class Graph:
 
     def copy(self, name=None):
         """A graph of new Node objects with the same kinds, targets, arguments, names and meta."""
-        copies = {}
-
-        def ref(a):
-            return copies.get(a, a) if isinstance(a, Node) else a
-        for n in self.nodes:
-            args, kwargs = map_tree(ref, (n.args, n.kwargs))
-            copies[n] = Node(n.kind, n.target, args, kwargs, name=n.name, meta=n.meta)
-        g = Graph(copies.values(), map_tree(ref, self.output), name or self.name)
+        g = subgraph(self.nodes, self.output, name or self.name)[0]
         g.grad, g.passes = self.grad, dict(self.passes)
         return g
 
     # --- printing and drawing --------------------------------------------------------------------
     def print_readable(self, print_output=True):
         """One line per node, in the style of ``torch.fx.GraphModule.print_readable``; returns the text."""
-        ins = ", ".join(f"{n.name}: {n.describe()}" for n in self.placeholders)
-        lines = [f"{self.name}({ins}):"]
+        lines = [f"{self.name}({', '.join(f'{n.name}: {n.describe()}' for n in self.placeholders)}):"]
         for n in self.nodes:
             if n.kind == "placeholder":
                 continue
             if n.kind == "get_attr":
                 rhs = "constant" if n.meta.get("constant") or not n.meta.get("requires_grad") else "parameter"
             else:
-                args = [render(a, _short) for a in n.args] + [f"{k}={render(v, _short)}" for k, v in n.kwargs.items()]
-                rhs = f"{n.op_name}({', '.join(args)})"
+                rhs = f"{n.op_name}({_arguments(n, _short)})"
             line = f"    {n.name}: {n.describe()} = {rhs}"
-            where = n.meta.get("where")
-            lines.append(f"{line:<72} # {where}" if where else line)
-        lines.append(f"    return {render(self.output, _short)}")
-        text = "\n".join(lines)
+            lines.append(f"{line:<72} # {n.meta['where']}" if n.meta.get("where") else line)
+        text = "\n".join(lines + [f"    return {render(self.output, _short)}"])
         if print_output:
             print(text)
         return text
@@ -217,37 +195,41 @@ class Graph:
         return (self._fn or self.compile())(inputs)
 
 
-def subgraph(nodes, outputs, name, scalars=None):
-    """``nodes`` (in order) copied into a Graph returning ``outputs``. A node outside them that they read
-    becomes a placeholder (a ``get_attr`` stays one), and so does each positional argument ``scalars``
+def subgraph(nodes, output, name, scalars=None):
+    """``nodes`` (in order) copied into a Graph returning ``output`` (a tree of them). A node outside them that
+    they read becomes a placeholder (a ``get_attr`` stays one), and so does each positional argument ``scalars``
     names (node -> arg indices: numbers that vary between calls). Returns the graph and ``sources``: what
     each placeholder stands for, an outside node or a (node, arg index)."""
-    inside, copies, head, body, sources = set(nodes), {}, [], [], []
+    copies, head, sources = {}, [], []
     taken = dict.fromkeys((n.name for n in nodes), 0)
 
-    def outside(a):
-        if a not in copies:
-            kind, target = ("get_attr", a.target) if a.kind == "get_attr" else ("placeholder", len(sources))
-            copies[a] = Node(kind, target, name=a.name, meta=a.meta)
-            if kind == "placeholder":
-                sources.append(a)
+    def placeholder(name, meta, source):
+        sources.append(source)
+        head.append(Node("placeholder", len(sources) - 1, name=name, meta=meta))
+        return head[-1]
+
+    def copy(a):
+        if not isinstance(a, Node):
+            return a
+        if a not in copies:   # read from outside ``nodes``: a placeholder, or the same get_attr
             taken.setdefault(a.name, 0)
-            head.append(copies[a])
+            if a.kind == "get_attr":
+                copies[a] = Node("get_attr", a.target, name=a.name, meta=a.meta)
+                head.append(copies[a])
+            else:
+                copies[a] = placeholder(a.name, a.meta, a)
         return copies[a]
 
+    body = []
     for n in nodes:
-        args, kwargs = map_tree(lambda a: (copies[a] if a in inside else outside(a)) if isinstance(a, Node) else a,
-                                (n.args, n.kwargs))
+        args, kwargs = map_tree(copy, (n.args, n.kwargs))
         args = list(args)
         for i in sorted((scalars or {}).get(n, ())):
             dtype = np.dtype(np.float64 if type(n.args[i]) is float else np.int64)
-            args[i] = Node("placeholder", len(sources), name=unique_name(f"{n.name}_arg{i}", taken),
-                           meta={"shape": (), "dtype": dtype})
-            sources.append((n, i))
-            head.append(args[i])
+            args[i] = placeholder(unique_name(f"{n.name}_arg{i}", taken), {"shape": (), "dtype": dtype}, (n, i))
         copies[n] = Node(n.kind, n.target, args, kwargs, name=n.name, meta=n.meta)
         body.append(copies[n])
-    return Graph(head + body, tuple(copies[a] for a in outputs), name), sources
+    return Graph(head + body, map_tree(copy, output), name), sources
 
 
 def render(a, const):
@@ -261,13 +243,17 @@ def render(a, const):
         return "[" + ", ".join(render(x, const) for x in a) + "]"
     if isinstance(a, dict) and all(isinstance(k, str) for k in a):
         return "{" + ", ".join(f"{k!r}: {render(v, const)}" for k, v in a.items()) + "}"
-    if type(a) in _LITERALS or (type(a) is float and math.isfinite(a)):
+    if type(a) in (bool, int, str, type(None)) or (type(a) is float and math.isfinite(a)):
         return repr(a)
     if a is Ellipsis:
         return "..."
     if type(a) is slice:
         return f"slice({render(a.start, const)}, {render(a.stop, const)}, {render(a.step, const)})"
     return const(a)
+
+
+def _arguments(node, const):
+    return ", ".join([render(a, const) for a in node.args] + [f"{k}={render(v, const)}" for k, v in node.kwargs.items()])
 
 
 def _short(a):
@@ -304,19 +290,14 @@ def _in_grad_mode(mode, fn, *args, **kwargs):   # an op traced under another gra
 
 def _codegen(graph):
     """Python source of ``forward(inputs)`` for ``graph`` and the globals it needs."""
-    env, consts = {}, {}
+    env, names = {}, {}
 
-    def const(value):
-        key = id(value)
-        if key not in consts:
-            consts[key] = f"_k{len(consts)}"
-            env[consts[key]] = value
-        return consts[key]
+    def const(value):   # a global of the generated code: _k0, _k1, ...
+        name = names.setdefault(id(value), f"_k{len(names)}")
+        env[name] = value
+        return name
 
-    last_use = {}
-    for i, n in enumerate(graph.nodes):
-        for a in n.inputs():
-            last_use[a] = i
+    last_use = {a: i for i, n in enumerate(graph.nodes) for a in n.inputs()}
     returned = {a for a in flatten(graph.output) if isinstance(a, Node)}
     dying = collections.defaultdict(list)
     for node, i in last_use.items():
@@ -329,14 +310,12 @@ def _codegen(graph):
         elif n.kind == "get_attr":
             rhs = const(n.target)
         else:
-            fn = const(n.target) + (".apply" if n.kind == "call_op" else "")   # looked up per call: never stale
-            args = [render(a, const) for a in n.args] + [f"{k}={render(v, const)}" for k, v in n.kwargs.items()]
-            mode = n.meta.get("grad")
+            fn, args = const(n.target) + (".apply" if n.kind == "call_op" else ""), _arguments(n, const)
+            mode = n.meta.get("grad")   # (``.apply`` is looked up per call: never stale)
             if graph.grad is not None and mode is not None and mode != graph.grad:
-                args, fn = [repr(bool(mode)), fn] + args, const(_in_grad_mode)
-            rhs = f"{fn}({', '.join(args)})"
-        where = n.meta.get("where")
-        lines.append(f"    {n.name} = {rhs}" + (f"  # {where}" if where else ""))
+                fn, args = const(_in_grad_mode), f"{bool(mode)!r}, {fn}" + (f", {args}" if args else "")
+            rhs = f"{fn}({args})"
+        lines.append(f"    {n.name} = {rhs}" + (f"  # {n.meta['where']}" if n.meta.get("where") else ""))
         if dying.get(i):
             lines.append(f"    del {', '.join(dying[i])}")
     lines.append(f"    return {render(graph.output, const)}")

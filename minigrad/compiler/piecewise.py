@@ -22,28 +22,20 @@ tensor from outside its segment, an op changing an input) runs eagerly instead: 
 import operator
 
 from ..random import default_generator
-from .ir import flatten, map_tree, subgraph
+from .ir import subgraph
 from .passes import lower
-
-_NUMBER = (int, float)
 
 
 class Piece:
     """A run of ``call_op`` nodes compiled as one graph (``graph``, made by ``Plan.build``)."""
 
     def __init__(self, nodes, index):
-        self.nodes, self.index = nodes, index
+        self.nodes, self.index, self.last, self.grad = nodes, index, nodes[-1], nodes[0].meta["grad"]
         self.pos = {n: i for i, n in enumerate(nodes)}
-        self.grad = nodes[0].meta["grad"]
-        self.outputs = []        # nodes whose values leave the piece, in piece order
-        self.out_index = {}      # node -> index in the graph's output tuple
+        self.outputs, self.out_index = [], {}   # the nodes whose values leave the piece; node -> output index
         self.graph = self.unfused = self.sources = None
         self.generators = [n.kwargs.get("generator") or default_generator
                            for n in nodes if "generator" in n.kwargs]   # dropout draws: snapshot their state
-
-    @property
-    def last(self):
-        return self.nodes[-1]
 
 
 class Plan:
@@ -56,38 +48,32 @@ class Plan:
         self.transparent = tracer.transparent
         self.children = {}       # a call returning a tuple -> its getitem nodes
         for n in tracer.nodes:
-            if n.target is operator.getitem and n.kind == "call_function":
+            if n.kind == "call_function" and n.target is operator.getitem:
                 self.children.setdefault(n.args[0], []).append(n)
         self.steps = [n for n in tracer.nodes if n.kind == "call_op" or
                       (n.kind == "call_function" and n.target is not operator.getitem)]
         self.python_runs = {n for n in self.steps if n.kind == "call_function" or n.meta["dtype"].kind != "f"}
         self.dynamic = {}        # node -> positional args taken from Python on every call
-        self.pieces, self.piece_of = [], {}
-        cur = []
+        self.pieces, self.piece_of, run = [], {}, []
         for n in self.steps:
-            if n in self.python_runs or (cur and (n.meta["segment"] != cur[0].meta["segment"] or
-                                                  n.meta["grad"] != cur[0].meta["grad"])):
-                self._close(cur)
-                cur = []
+            if run and (n in self.python_runs or n.meta["segment"] != run[0].meta["segment"] or
+                        n.meta["grad"] != run[0].meta["grad"]):
+                self._add(run)
+                run = []
             if n not in self.python_runs:
-                cur.append(n)
-        self._close(cur)
-        leaving = {a for n in tracer.nodes for a in n.inputs() if self.piece_of.get(a) is not None
-                   and self.piece_of.get(a) is not self.piece_of.get(n)}
-        leaving.update(tracer.observed)
-        leaving.update(a for a in flatten(map_tree(tracer.known, tracer.output)) if a is not None)
+                run.append(n)
+        if run:
+            self._add(run)
+        leaving = tracer.leaving(self.piece_of.get)
         for p in self.pieces:
             p.outputs = [n for n in p.nodes if n in leaving]
             p.out_index = {n: i for i, n in enumerate(p.outputs)}
             if self.why_not is None:
                 self.build(p)
 
-    def _close(self, nodes):
-        if nodes:
-            piece = Piece(nodes, len(self.pieces))
-            self.pieces.append(piece)
-            for n in nodes:
-                self.piece_of[n] = piece
+    def _add(self, nodes):
+        self.pieces.append(Piece(nodes, len(self.pieces)))
+        self.piece_of.update(dict.fromkeys(nodes, self.pieces[-1]))
 
     def make_dynamic(self, node, index):
         """Take positional arg ``index`` of ``node`` from Python on every call; rebuilds its piece."""
@@ -97,7 +83,8 @@ class Plan:
     def build(self, piece):
         """(Re)make ``piece.graph``: placeholders for what comes from outside, the ops, lowered. ``sources``
         says what each placeholder is bound to; ``unfused`` is kept to recompute a fused-away value."""
-        piece.unfused, piece.sources = subgraph(piece.nodes, piece.outputs, f"piece_{piece.index}", self.dynamic)
+        piece.unfused, piece.sources = subgraph(piece.nodes, tuple(piece.outputs), f"piece_{piece.index}",
+                                                self.dynamic)
         piece.graph = lower(piece.unfused, piece.grad, self.fuse, self.optimize, self.block)
 
     def graphs(self):
@@ -106,4 +93,4 @@ class Plan:
 
 def can_vary(expected, actual):
     """A number operand whose value may change between calls (same type; bools are flags, not numbers)."""
-    return type(expected) in _NUMBER and type(actual) is type(expected)
+    return type(expected) in (int, float) and type(actual) is type(expected)

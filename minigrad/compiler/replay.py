@@ -31,15 +31,11 @@ import math
 import weakref
 from types import SimpleNamespace
 
-from ..autograd import extensions
 from ..autograd.grad_mode import is_grad_enabled, set_grad_enabled
 from ..tensor import Tensor
-from .capture import active, tensors_of
+from .capture import Capture, tensors_of
 from .ir import Graph, Node, is_random
 from .piecewise import can_vary
-
-_MISSING = object()
-_PLAIN = frozenset((int, float, bool, str, type(None)))   # a True == is a match (else _same decides)
 
 
 class Unevaluated:
@@ -93,13 +89,8 @@ def realise(args, kwargs):
             a.data.owner.resolve(a)
 
 
-def _states(generators):
+def _random_state(generators):
     return [(g, g.get_state()) for g in generators]
-
-
-def _restore(states):
-    for g, s in states:
-        g.set_state(s)
 
 
 class PieceRun:
@@ -107,20 +98,20 @@ class PieceRun:
     __slots__ = ("piece", "unfused", "inputs", "states", "handed", "call")
 
     def __init__(self, piece, inputs, states, call):
-        self.piece, self.unfused, self.inputs, self.states, self.handed = piece, piece.unfused, inputs, states, []
-        self.call = call
+        self.piece, self.inputs, self.states, self.handed, self.call = piece, inputs, states, [], call
+        self.unfused = piece.unfused   # the piece as built when it ran (a dynamic scalar may rebuild it)
 
     def resolve(self, _=None):
         """Re-run the piece's unfused ops with the random state it ran with; fill every stand-in left."""
-        piece, now = self.piece, _states(self.piece.generators)
-        _restore(self.states)
-        self.call.depth += 1
+        piece, now = self.piece, _random_state(self.piece.generators)
+        for g, state in self.states:
+            g.set_state(state)
         try:
-            with set_grad_enabled(piece.grad):   # the piece as built when it ran, every value returned
-                values = Graph(self.unfused.nodes, tuple(self.unfused.calls()))(self.inputs)
+            with set_grad_enabled(piece.grad):   # every value of the piece returned
+                values = self.call.quietly(Graph(self.unfused.nodes, tuple(self.unfused.calls())), self.inputs)
         finally:
-            self.call.depth -= 1
-            _restore(now)
+            for g, state in now:
+                g.set_state(state)
         for ref in self.handed:
             t = ref()
             if t is not None and unevaluated(t) and t.data.owner is self:
@@ -138,8 +129,9 @@ class _Broken:
                            f"that made it raised an exception")
 
 
-class Call:
+class Call(Capture):
     """One piecewise-replayed call of a function (``run``)."""
+    outermost = True   # wrappers outside ours would see stand-ins
 
     def __init__(self, plan, tensors):
         self.plan = plan
@@ -150,34 +142,14 @@ class Call:
         self.watch = []       # (tensor, version, node) read by those calls: no in-place change in between
         self.runs = []
         self.deopted = None   # why the call went eager, once it did
-        self.depth = 0        # > 0 while replay itself runs ops (a piece, a node Python runs)
-
-    def run(self, fn, args, kwargs):
-        token = active.set(self)
-        handles = [extensions.forward_wrappers.add(self.on_op, outermost=True),   # wrappers outside us never
-                   extensions.outside_apply_wrappers.add(self.on_call, outermost=True),   # see a stand-in
-                   extensions.host_reads.add(self.on_read)]
-        ok = False
-        try:
-            result = fn(*args, **kwargs)
-            ok = True
-        finally:
-            for h in handles:
-                h.remove()
-            active.reset(token)
-            self.finish(ok)
-        return result
-
-    # --- the listeners -----------------------------------------------------------------------------
-    def _mine(self):
-        return not self.depth and active.get() is self
 
     def expected(self):
         """The step Python is expected to call next (None past the last)."""
         return self.plan.steps[self.i] if self.i < len(self.plan.steps) else None
 
+    # --- the listeners -----------------------------------------------------------------------------
     def on_op(self, op, args, kwargs, run):
-        if not self._mine():
+        if not self.mine():
             return run()
         if self.deopted is None:
             node = self.expected()
@@ -193,7 +165,7 @@ class Call:
         return run()
 
     def on_call(self, fn, args, kwargs, run):
-        if not self._mine():
+        if not self.mine():
             return run()
         if self.deopted is None:
             node = self.expected()
@@ -212,47 +184,39 @@ class Call:
         return run()
 
     def on_read(self, t, what):
-        if self._mine() and unevaluated(t):
+        if self.mine() and unevaluated(t):
             t.data.owner.resolve(t)
 
     # --- matching ------------------------------------------------------------------------------------
     def _match(self, node, target, args, kwargs):
-        """None when the call is the expected node, else why not. The loops inline the common cases (a
-        tensor handed out for the input node, an equal plain option): this runs for every call."""
-        name = getattr(target, "name", None) or target.__name__
+        """None when the call is the expected node, else why not."""
+        name, where = getattr(target, "name", None) or target.__name__, _where(node)
         if target is not node.target:
-            return f"Python called {name} where the trace has {node.op_name} ({_where(node)})"
-        expected, env = node.kwargs, self.env
-        if is_grad_enabled() != node.meta["grad"] or len(args) != len(node.args) or len(kwargs) != len(expected):
-            return f"{name} called with other arguments or grad mode than traced ({_where(node)})"
-        for k, a in kwargs.items():
-            e = expected.get(k, _MISSING)
-            if not ((type(e) is type(a) and type(e) in _PLAIN and e == a) or
-                    (type(e) is Node and env.get(e, _MISSING) is a) or (e is not _MISSING and self._same(e, a))):
-                return f"{name} called with other options than traced ({_where(node)})"
-        dynamic = self.plan.dynamic.get(node)
-        varied = None
-        for i, e in enumerate(node.args):
-            a = args[i]
-            if dynamic is not None and i in dynamic:
+            return f"Python called {name} where the trace has {node.op_name} ({where})"
+        if is_grad_enabled() != node.meta["grad"] or len(args) != len(node.args) or kwargs.keys() != node.kwargs.keys():
+            return f"{name} called with other arguments or grad mode than traced ({where})"
+        if not all(self._same(node.kwargs[k], a) for k, a in kwargs.items()):
+            return f"{name} called with other options than traced ({where})"
+        dynamic, varied = self.plan.dynamic.get(node, ()), []
+        for i, (e, a) in enumerate(zip(node.args, args)):
+            if i in dynamic:
                 if type(a) is not type(e):
                     return f"{name}: argument {i} is a {type(a).__name__}, traced as a {type(e).__name__}"
                 self.scalars[(node, i)] = a
-            elif (type(e) is Node and env.get(e, _MISSING) is a) or \
-                    (type(e) is type(a) and type(e) in _PLAIN and e == a) or self._same(e, a):
-                continue
-            elif can_vary(e, a):   # a node Python runs takes Python's number as it is (its shape is checked)
-                if node not in self.plan.python_runs:
-                    varied = (varied or []) + [i]
-            else:
-                return f"{name} called with other tensors or values than traced ({_where(node)})"
-        for i in varied or ():   # a number operand changed: it becomes an input of the piece's graph
+            elif not self._same(e, a):
+                if not can_vary(e, a):
+                    return f"{name} called with other tensors or values than traced ({where})"
+                if node not in self.plan.python_runs:   # (a node Python runs takes Python's number as it is)
+                    varied.append(i)
+        for i in varied:   # a number operand changed: it becomes an input of the piece's graph
             self.plan.make_dynamic(node, i)
             self.scalars[(node, i)] = args[i]
         return None
 
     def _same(self, e, a):
-        if isinstance(e, Node):
+        """Python's argument ``a`` is the traced ``e``: the tensor handed out for node ``e`` (or the one a
+        ``get_attr`` holds), or an equal value (containers item by item, arrays whole, NaN equal to NaN)."""
+        if type(e) is Node:
             return isinstance(a, Tensor) and (self.env.get(e) is a if e in self.env else
                                               e.kind == "get_attr" and e.target is a)
         if isinstance(a, Tensor) or type(e) is not type(a):
@@ -272,12 +236,7 @@ class Call:
     # --- what Python gets ----------------------------------------------------------------------------
     def _python_runs(self, node, run, args, kwargs):
         realise(args, kwargs)
-        self.depth += 1
-        try:
-            out = run()
-        finally:
-            self.depth -= 1
-        self.env[node] = out
+        out = self.env[node] = self.quietly(run)
         for child in self.plan.children.get(node, ()):
             self.env[child] = out[child.args[1]]
         if isinstance(out, Tensor) and tuple(out.shape) != node.meta["shape"]:
@@ -298,34 +257,25 @@ class Call:
                                    f"{reader.name} ({_where(reader)}) read it; piecewise replay computes that "
                                    f"op later, with the piece ending at {node.name}. Clone the tensor before "
                                    f"changing it, or run this function eagerly")
-        self.watch = []
         inputs = [self.env[s] if isinstance(s, Node) else self.scalars[s] for s in piece.sources]
-        states = _states(piece.generators)
-        self.depth += 1
-        try:
-            with set_grad_enabled(piece.grad):
-                outs = piece.graph(inputs)
-        finally:
-            self.depth -= 1
-        pr = PieceRun(piece, inputs, states, self)
+        pr = PieceRun(piece, inputs, _random_state(piece.generators), self)
+        with set_grad_enabled(piece.grad):
+            outs = self.quietly(piece.graph, inputs)
         self.runs.append(pr)
-        pending, self.pending = self.pending, []
+        pending, self.pending, self.watch = self.pending, [], []
         for n, t, _ in pending:
-            k = piece.out_index.get(n)
             if not unevaluated(t):   # Python read it early: it keeps the eager value it saw
                 continue
-            if k is not None:
-                fill(t, outs[k])
-            else:
+            if n in piece.out_index:
+                fill(t, outs[piece.out_index[n]])
+            else:   # fused away: computed if Python reads it (PieceRun.resolve)
                 t.data.owner = pr
                 pr.handed.append(weakref.ref(t))
-        k = piece.out_index.get(node)
-        if k is not None:
-            t = outs[k]
+        if node in piece.out_index:
+            t = self.env[node] = outs[piece.out_index[node]]
         else:
-            t = stand_in(node, pr)
+            t = self.env[node] = stand_in(node, pr)
             pr.handed.append(weakref.ref(t))
-        self.env[node] = t
         return t
 
     # --- computing stand-ins of the current piece, deoptimisation ------------------------------------
@@ -344,17 +294,17 @@ class Call:
         if any(is_random(n) for n, _, _ in calls):
             return self.deopt(f"Python read {t.data.node.name} ({_where(t.data.node)}), a value made with random "
                               f"draws that the trace keeps inside a compiled graph")
-        for n, s, run in calls:
-            if unevaluated(s):
-                with set_grad_enabled(n.meta["grad"]):
-                    fill(s, run())
+        self._run_eagerly(calls)
 
     def deopt(self, why):
-        if self.deopted is not None:
-            return
-        self.deopted = why
-        pending, self.pending, self.watch = self.pending, [], []
-        for node, t, run in pending:   # the calls Python already made, run now, in its order
+        if self.deopted is None:
+            self.deopted = why
+            pending, self.pending, self.watch = self.pending, [], []
+            self._run_eagerly(pending)   # the calls Python already made, run now, in its order
+
+    @staticmethod
+    def _run_eagerly(calls):
+        for node, t, run in calls:
             if unevaluated(t):
                 with set_grad_enabled(node.meta["grad"]):
                     fill(t, run())
@@ -368,10 +318,9 @@ class Call:
                 t.data.owner = _Broken
         self.pending, runs, self.runs = [], self.runs, []
         self.env.clear()
-        if ok:
-            for pr in runs:
-                if pr.alive():
-                    pr.resolve()
+        for pr in runs if ok else ():
+            if pr.alive():
+                pr.resolve()
 
 
 def _where(node):

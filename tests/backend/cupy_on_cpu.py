@@ -42,6 +42,9 @@ _C_TYPES = {"bool": ("bool", ctypes.c_bool), "int8": ("int8_t", ctypes.c_int8),
             "uint32": ("uint32_t", ctypes.c_uint32), "int64": ("int64_t", ctypes.c_int64),
             "uint64": ("uint64_t", ctypes.c_uint64), "float32": ("float", ctypes.c_float),
             "float64": ("double", ctypes.c_double)}
+# float16 only for a parameter declared float16 (the fusion pass's kernels, which read it as float); a
+# placeholder bound to float16 is refused: the catalogue's wrappers compute float16 in float32 kernels
+_DECLARED = {**_C_TYPES, "float16": ("_Float16", None)}
 _LIBS = {}  # source hash -> the compiled function
 
 
@@ -51,17 +54,18 @@ class _Param:
         if any(m != "raw" for m in mods) or not self.name.isidentifier() or self.name.startswith("_"):
             raise ValueError(f"bad kernel parameter {text!r}")
         self.raw, self.is_input = "raw" in mods, is_input
-        self.dtype = np.dtype(self.type) if self.type in _C_TYPES else None  # None: a placeholder like T
+        self.dtype = np.dtype(self.type) if self.type in _DECLARED else None  # None: a placeholder like T
 
 
 def _params(spec, is_input):
     return [_Param(s, is_input) for s in spec.split(",") if s.strip()]
 
 
-def _c_type(dtype):
-    if dtype.name not in _C_TYPES:
-        raise TypeError(f"cupy_on_cpu: no C type for {dtype} (supported: {', '.join(_C_TYPES)})")
-    return _C_TYPES[dtype.name]
+def _c_type(dtype, declared=False):
+    types = _DECLARED if declared else _C_TYPES
+    if dtype.name not in types:
+        raise TypeError(f"cupy_on_cpu: no C type for {dtype} (supported: {', '.join(types)})")
+    return types[dtype.name]
 
 
 @api("cupy.ElementwiseKernel")
@@ -122,7 +126,7 @@ class ElementwiseKernel:
         typedefs = {p.type: _c_type(dt)[0] for p, dt in zip(self.ins + self.outs, dtypes) if p.dtype is None}
         sig, loads, stores, argtypes = ["long long _n"], [], [], [ctypes.c_longlong]
         for p, kind, dt in zip(self.ins + self.outs, kinds, dtypes):
-            c, ct = _c_type(dt)
+            c, ct = _c_type(dt, declared=p.dtype is not None)
             c = c if p.dtype is not None else p.type  # declared as T, as CuPy does
             const = "const " if p.is_input else ""
             if kind == "scalar":

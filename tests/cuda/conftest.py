@@ -14,7 +14,8 @@ REQUIRED = os.environ.get("MINIGRAD_CUDA_CHECK") == "1"
 _TOTALS = {}   # user property -> summed value, filled from the reports (xdist workers' too)
 _LABELS = {"nvrtc_sources": "kernel sources compiled by NVRTC per arch",
            "nvrtc_programs": "NVRTC compilations (sources x archs)",
-           "nvrtc_not_emitted": "fusion chains with no generated kernel (float16 runs as CuPy array maths)",
+           "nvrtc_fusion_chains": "fusion chains (op cases x float32/float16/float64) with their kernels compiled",
+           "nvrtc_fusion_without_kernel": "fusion chains with no generated kernel",
            "cupy_names": "CuPy names checked (recorded calls and minigrad's source)",
            "cupy_calls": "distinct recorded calls bound to the real signatures"}
 

@@ -15,7 +15,7 @@ def sources():
 
 
 def test_every_kernel_minigrad_generates_compiles(sources, record_property):
-    kernels, not_emitted = sources
+    kernels, chains = sources
     catalogue = [s for s in kernels if s.label.startswith("cuda_kernels.")]
     from minigrad.backend.cuda_kernels import KERNELS
     assert {s.name for s in catalogue} == set(KERNELS)   # every catalogued kernel has its sources
@@ -23,19 +23,22 @@ def test_every_kernel_minigrad_generates_compiles(sources, record_property):
     assert not rejected, f"NVRTC rejects {len(rejected)} kernel(s):\n{nvrtc_check.report(rejected)}"
     record_property("nvrtc_sources", len(kernels))
     record_property("nvrtc_programs", len(kernels) * len(nvrtc_check.ARCHS))
-    record_property("nvrtc_not_emitted", len(not_emitted))
+    compiled = {s.label for s in kernels if s.label.startswith("fusion ")}
+    without = [(c, dt) for c in nvrtc_check._fusion_cases() for dt in nvrtc_check.FLOAT_DTYPES
+               if f"fusion {c} {dt} forward" not in compiled]   # float16 too: every chain has its kernels
+    assert not without, f"fusion chains with no generated kernel: {without}"
+    record_property("nvrtc_fusion_chains", len(chains))
+    record_property("nvrtc_fusion_without_kernel", len(without))
 
 
 def test_fusion_cases_cover_every_fusible_op():
-    """Each op of the fusion table is in some chain the check compiles, in float32 and float64 (float16
-    chains emit no kernel today; the day they do, the check compiles them too)."""
+    """Each op of the fusion table is in some chain the check compiles, in float32, float16 and float64."""
     from minigrad.compiler.fusion import RULES
     table = {getattr(op, "name", None) or op.__name__ for op in RULES}
     compiled = {}
     for case, dt, kernel in nvrtc_check.fusion_kernels():
-        ops = {s.op_name for s in kernel.steps}
-        compiled.setdefault(dt, set()).update(ops if kernel.cupy_supported() else ())
-    for dt in ("float32", "float64"):
+        compiled.setdefault(dt, set()).update(s.op_name for s in kernel.steps)
+    for dt in nvrtc_check.FLOAT_DTYPES:
         assert table <= compiled[dt], f"fusible ops without a case in tools/nvrtc_check.py: {table - compiled[dt]}"
 
 

@@ -2,16 +2,13 @@
 
 A *chain* is a connected set of fusible nodes (ops of ``table.RULES`` with floating-point results) with one
 exit: every node but the last is read only by nodes of the same chain and is not returned by the graph, so
-no intermediate value has to exist in memory. Chains grow backwards from their last node: walking the graph
-from its end, a fusible node joins the chain of its readers when they all belong to one chain; otherwise it
-starts a chain of its own. A reduction, a matmul or any other op is never fusible, so a chain stops at it
-(its result may still *feed* a chain: ``x - x.mean()`` fuses the subtraction that follows the mean).
+no intermediate value has to exist in memory. Walking the graph from its end, a fusible node joins the chain
+of its readers when they all belong to one chain, else it starts a chain of its own. A reduction, a matmul
+or any other op is never fusible, so a chain stops at it (its result may still *feed* a chain: ``x -
+x.mean()`` fuses the subtraction that follows the mean).
 
     graph = fuse(graph)          # a new Graph; the input graph is not changed
-    fused_kernels(graph)         # the FusedKernel objects, with their generated sources
-
-On the CPU a kernel runs block by block on a few threads: ``blocked.BLOCK`` elements per block and
-``blocked.THREADS`` threads (module-level settings; see blocked.py for the memory this costs).
+    fused_kernels(graph)         # the FusedKernel objects, with their generated sources (kernel.py)
 """
 from ..ir import Node, unique_name
 from .kernel import FusedElementwise, FusedKernel, Step
@@ -28,43 +25,37 @@ def fusible(node):
 
 def find_chains(graph):
     """Lists of nodes (in graph order), each a maximal fusible chain of at least ``MIN_OPS`` ops."""
-    users = graph.users()
-    chain_of, chains = {}, []
+    users, chain_of, chains = graph.users(), {}, []
     for node in reversed(graph.nodes):
         if not fusible(node):
             continue
-        readers = users[node]
-        owners = {id(chain_of.get(u)) if u != "output" and u in chain_of else None for u in readers}
-        if readers and None not in owners and len(owners) == 1:
-            chain = chain_of[readers[0]]
+        owners = {id(chain_of.get(u)) for u in users[node]}   # "output" and unfused readers: id(None)
+        if users[node] and len(owners) == 1 and users[node][0] in chain_of:
+            chain = chain_of[users[node][0]]
             chain.insert(0, node)
         else:
             chain = [node]
             chains.append(chain)
         chain_of[node] = chain
-    order = {n: i for i, n in enumerate(graph.nodes)}
-    return [sorted(c, key=order.get) for c in chains if len(c) >= MIN_OPS]
+    return [c for c in chains if len(c) >= MIN_OPS]   # each in graph order: nodes join at the front
 
 
 def make_kernel(chain, name, block=None):
     """The FusedKernel of ``chain`` and the chain's external input nodes, in first-use order."""
-    inside = {n: k for k, n in enumerate(chain)}
-    inputs, steps = [], []
+    inside, inputs, steps = {n: k for k, n in enumerate(chain)}, [], []
     for node in chain:
         ops, attrs = operands_and_attrs(node)
         refs = []
         for o in ops:
-            if isinstance(o, Node) and o in inside:
-                refs.append(("v", inside[o]))
-            elif isinstance(o, Node):
-                if o not in inputs:
-                    inputs.append(o)
-                refs.append(("in", inputs.index(o)))
-            else:
+            if not isinstance(o, Node):
                 refs.append(("lit", _lit(o)))
+            elif o in inside:
+                refs.append(("v", inside[o]))
+            else:
+                inputs += [o] if o not in inputs else []
+                refs.append(("in", inputs.index(o)))
         steps.append(Step(RULES[node.target], refs, tuple(attrs), node.meta["dtype"], node.op_name))
-    kernel = FusedKernel(name, steps, [n.meta["dtype"] for n in inputs], block)
-    return kernel, inputs
+    return FusedKernel(name, steps, [n.meta["dtype"] for n in inputs], block), inputs
 
 
 def fuse(graph, block=None):

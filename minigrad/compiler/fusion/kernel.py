@@ -1,28 +1,27 @@
 """One fused elementwise chain: its generated sources and the Function that runs them.
 
-``FusedKernel`` is built from a list of steps (op rule, operands, attrs, dtype) and generates, lazily:
+``FusedKernel`` holds the chain's steps (op rule, operands, attrs, dtype) and generates from the table:
 
-* ``numpy_source``: the forward body run per block by ``blocked.run_forward``, one NumPy ufunc call with
-  ``out=`` per op into reused block buffers (linear-scan buffer allocation: a buffer is reused as soon as
-  the value in it is dead; the output's own block is the first buffer), the last op writing the output.
-  Literals are 0-d arrays of their op's dtype, bound once next to the function (``c0 = np.array(0.5,
-  'float32')``): NumPy converts a Python float on every call, and a kernel makes one call per op per block;
-* ``backward_source``: per block, recompute the chain's values, then sweep it in reverse (the chain rule,
-  from the table's gradient expressions) into the gradient of every input that needs one;
-* ``cupy_source``: the same two as ``cupy.ElementwiseKernel`` bodies (C++), used on a CUDA device.
+* ``numpy_source``: the forward body ``blocked.run_forward`` runs per block: one NumPy ufunc call with
+  ``out=`` per op into block buffers, each reused as soon as the value in it is dead (the output's own block
+  first), the last op writing the output. Literals are 0-d arrays of their op's dtype, bound once next to
+  the function (``c0 = np.array(0.5, 'float32')``): NumPy would convert a Python float on every call;
+* ``backward_source``: per block, recompute the chain's values, then sweep it in reverse (the chain rule)
+  into the gradient of every input that needs one;
+* ``cupy_forward_source`` / ``cupy_backward_source``: the same values and sweep as ``cupy.ElementwiseKernel``
+  bodies (C++). They compute in float for float16 and float32 and in double for float64 (PyTorch's *opmath*
+  type: float16 inputs are read as float, and each output is rounded once, when it is stored).
 
-Gradients: ``FusedElementwise`` saves only the chain's *inputs*; backward recomputes the intermediate
-values block by block (as checkpointing does). So a fused chain needs no memory for its intermediates in
-forward or backward, and graphs with fused chains differentiate like eager ones.
+Gradients: ``FusedElementwise`` saves only the chain's inputs; backward recomputes the intermediates block by
+block (as checkpointing does), so a fused chain holds no intermediate value in forward or backward.
 """
 import numpy as np
 
 from ...autograd.function import Function
 from . import blocked
-from .table import C_PREAMBLE, _lit, namespace
+from .table import C_PREAMBLE, expr, namespace
 
-_C_TYPES = {"float32": "float", "float64": "double", "bool": "bool", "int64": "long long", "int32": "int",
-            "float16": None}
+_OPMATH = {"float16": "float", "float32": "float", "float64": "double"}   # the C type a step computes in
 _NP_GLOBALS = {"np": np, **namespace(np)}
 
 
@@ -41,8 +40,7 @@ class FusedKernel:
         self.input_dtypes = [np.dtype(d) for d in input_dtypes]
         self.dtype = np.dtype(steps[-1].dtype)
         self.block = block or blocked.BLOCK
-        self._forward = None
-        self._cupy = {}
+        self._compiled = {}   # the exec'd NumPy functions and the CuPy kernels, made on first use
         self.numpy_source, self.buffer_dtypes = self._numpy_forward()
 
     @property
@@ -52,84 +50,73 @@ class FusedKernel:
     def __repr__(self):
         return f"<FusedKernel {self.name}: {len(self.steps)} ops, {len(self.input_dtypes)} inputs>"
 
+    def _ref(self, operand, c=False):
+        """An operand in the generated code: ``x3`` (an input; read as float in C when it is float16), ``v2``
+        (a value of the chain) or a literal."""
+        kind, ref = operand
+        if kind == "in":
+            return f"((float)x{ref})" if c and self.input_dtypes[ref] == np.float16 else f"x{ref}"
+        return f"v{ref}" if kind == "v" else ref
+
+    def _value(self, k, c=False):
+        s = self.steps[k]
+        return expr(s.rule.value, [self._ref(o, c) for o in s.operands], s.attrs)
+
     # --- NumPy forward: ufunc calls with out= into reused buffers ----------------------------------
     def _numpy_forward(self):
-        last = {}
-        for k, s in enumerate(self.steps):
-            for kind, ref in s.operands:
-                if kind == "v":
-                    last[ref] = k
-        free, slot_of, dtypes, consts = {}, {}, [], {}
-        if self.steps[-1].rule.lines is None:   # the output block is scratch space until the last op writes it
-            free[np.dtype(self.steps[-1].dtype)] = ["out"]
+        steps = self.steps
+        last = {ref: k for k, s in enumerate(steps) for kind, ref in s.operands if kind == "v"}
+        free, buffer_of, dtypes, consts = {}, {}, [], {}   # free: dtype -> names of buffers holding dead values
+        if steps[-1].rule.lines is None:   # the output block is scratch space until the last op writes it
+            free[np.dtype(steps[-1].dtype)] = ["out"]
         lines = [f"def {self.name}({''.join(f'x{i}, ' for i in range(len(self.input_dtypes)))}out, t):"]
-        for k, s in enumerate(self.steps):
-            dying = list(dict.fromkeys(ref for kind, ref in s.operands        # (x * x: free x once)
-                                       if kind == "v" and last.get(ref) == k and ref in slot_of))
-            if s.rule.lines is None:   # one ufunc reads its operands before writing: reuse a dying buffer
+        for k, s in enumerate(steps):
+            dying = list(dict.fromkeys(ref for kind, ref in s.operands if kind == "v" and last[ref] == k))
+
+            def release():
                 for ref in dying:
-                    free.setdefault(np.dtype(self.steps[ref].dtype), []).append(slot_of[ref])
-            if k == len(self.steps) - 1:
+                    free.setdefault(np.dtype(steps[ref].dtype), []).append(buffer_of[ref])
+            if s.rule.lines is None:   # one ufunc reads its operands before writing: reuse a dying buffer
+                release()
+            if k == len(steps) - 1:
                 dest = "out"
             else:
                 pool = free.get(np.dtype(s.dtype))
-                slot = pool.pop() if pool else None
-                if slot is None:
-                    slot = len(dtypes)
+                if not pool:   # a new buffer
+                    pool = [f"t[{len(dtypes)}]"]
                     dtypes.append(np.dtype(s.dtype))
-                slot_of[k] = slot
-                dest = "out" if slot == "out" else f"t[{slot}]"
-            ops = [self._np_operand(o, slot_of) for o in s.operands]
+                dest = buffer_of[k] = pool.pop()
+            ops = [buffer_of[ref] if kind == "v" else f"x{ref}" if kind == "in" else ref for kind, ref in s.operands]
             const = self._constant_maker(s, consts)
-            fast = s.rule.ufunc(ops, s.attrs) if s.rule.ufunc else None
             if s.rule.lines is not None:   # several in-place steps: dest must not alias an operand
                 lines += [f"    {line}      # {s.op_name}" for line in s.rule.lines(ops, s.attrs, dest, const)]
-                for ref in dying:
-                    free.setdefault(np.dtype(self.steps[ref].dtype), []).append(slot_of[ref])
-            elif fast is not None:
-                args = ", ".join(const(a) for a in fast[1])
-                lines.append(f"    np.{fast[0]}({args}, out={dest})      # {s.op_name}: {self._value(k)}")
+                release()
+            elif s.rule.ufunc is not None:
+                ufunc, *args = s.rule.ufunc(ops, s.attrs) if callable(s.rule.ufunc) else (s.rule.ufunc, *ops)
+                value = self._value(k)
+                lines.append(f"    np.{ufunc}({', '.join(map(const, args))}, out={dest})      # {s.op_name}: "
+                             f"v{k} = {value[1:-1] if value.startswith('(') else value}")
             else:
-                lines.append(f"    np.copyto({dest}, {s.rule.expr(ops, s.attrs)})      # {s.op_name}")
+                lines.append(f"    np.copyto({dest}, {expr(s.rule.value, ops, s.attrs)})      # {s.op_name}")
         header = [f"{name} = np.array({text}, '{dt}')" for (text, dt), name in consts.items()]
         if header:
             header.insert(0, "# literals as 0-d arrays of their op's dtype: NumPy would convert a Python float "
                              "on every call")
         return "\n".join(header + lines) + "\n", dtypes
 
-    def _value(self, k):
-        """'v3 = v2 * 0.5': what step ``k`` computes, in the backward's names (a comment in the source)."""
-        s = self.steps[k]
-        expr = s.rule.expr([_ref(o) for o in s.operands], s.attrs)
-        return f"v{k} = {expr[1:-1] if expr.startswith('(') and expr.endswith(')') else expr}"
-
     def _constant_maker(self, step, consts):
         """``const(operand)``: a literal operand as the name of a 0-d array constant (c0, c1, ...) of the
         step's dtype, anything else unchanged. NumPy casts a Python float to the other operand's dtype
         (NEP 50), so this computes the same values; only when every array operand has the step's dtype."""
-        dtypes = [self.input_dtypes[ref] if kind == "in" else np.dtype(self.steps[ref].dtype)
-                  for kind, ref in step.operands if kind != "lit"]
         dt = np.dtype(step.dtype)
-        if any(d != dt for d in dtypes):
+        if any((self.input_dtypes[ref] if kind == "in" else np.dtype(self.steps[ref].dtype)) != dt
+               for kind, ref in step.operands if kind != "lit"):
             return lambda a: a
-
-        def const(a):
-            if not _is_literal(a):
-                return a
-            return consts.setdefault((a, dt.name), f"c{len(consts)}")
-        return const
-
-    @staticmethod
-    def _np_operand(operand, slot_of):
-        kind, ref = operand
-        if kind != "v":
-            return f"x{ref}" if kind == "in" else ref
-        return "out" if slot_of[ref] == "out" else f"t[{slot_of[ref]}]"
+        return lambda a: consts.setdefault((a, dt.name), f"c{len(consts)}") if _is_literal(a) else a
 
     def forward_numpy(self, inputs, out):
-        if self._forward is None:
-            self._forward = _exec(self.numpy_source, self.name)
-        return blocked.run_forward(self._forward, inputs, out, self.buffer_dtypes, self.block)
+        fn = self._compiled.get("np") or self._compiled.setdefault("np", _exec(self.numpy_source, self.name))
+        return blocked.run_forward(fn, inputs, out, self.buffer_dtypes, self.block)
 
     # --- backward: recompute, then the chain rule in reverse --------------------------------------
     def backward_body(self, wanted, c=False):
@@ -142,87 +129,69 @@ class FusedKernel:
         need = {i for i, w in enumerate(wanted) if w}
         lines = []
 
-        def assign(name, expr, dtype):
-            lines.append(f"{_ctype(dtype)} {name} = {expr};" if c else f"{name} = {expr}")
+        def assign(name, value, dtype):
+            lines.append(f"{_OPMATH[np.dtype(dtype).name]} {name} = {value};" if c else f"{name} = {value}")
 
         for k, s in enumerate(self.steps):
-            assign(f"v{k}", s.rule.expr([_ref(o) for o in s.operands], s.attrs), s.dtype)
-        contrib = {("v", n - 1): ["g"]}
+            assign(f"v{k}", self._value(k, c), s.dtype)
+        contrib = {("v", n - 1): ["((float)g)" if c and self.dtype == np.float16 else "g"]}
         for k in range(n - 1, -1, -1):
             parts = contrib.get(("v", k))
             if not parts or not (depends[k] & need):
                 continue
             s = self.steps[k]
             assign(f"g{k}", " + ".join(parts), s.dtype)
-            grads = s.rule.grads([_ref(o) for o in s.operands], f"v{k}", f"g{k}", s.attrs)
-            for (kind, ref), expr in zip(s.operands, grads):
-                if expr is None or kind == "lit" or (kind == "in" and ref not in need) or \
+            ops = [self._ref(o, c) for o in s.operands]
+            for (kind, ref), grad in zip(s.operands, s.rule.grads):
+                if grad is None or kind == "lit" or (kind == "in" and ref not in need) or \
                         (kind == "v" and not (depends[ref] & need)):
                     continue
-                contrib.setdefault((kind, ref), []).append(expr)
-        outs = []
-        for i, w in enumerate(wanted):
-            if w:
-                total = " + ".join(contrib.get(("in", i), ["0.0"]))
-                if c:
-                    lines.append(f"gx{i} = {total};")
-                else:
-                    outs.append(total)
-            elif not c:
-                outs.append("None")
-        if not c:
-            lines.append(f"return ({', '.join(outs)},)")
-        return lines
+                template = grad(ops, s.attrs) if callable(grad) else grad
+                contrib.setdefault((kind, ref), []).append(expr(template, ops, s.attrs, g=f"g{k}", out=f"v{k}"))
+        totals = [" + ".join(contrib.get(("in", i), ["0.0"])) if w else "None" for i, w in enumerate(wanted)]
+        if c:
+            return lines + [f"gx{i} = {t};" for i, t in enumerate(totals) if wanted[i]]
+        return lines + [f"return ({', '.join(totals)},)"]
 
     def backward_source(self, wanted):
         args = "".join(f"x{i}, " for i in range(len(self.input_dtypes)))
-        return f"def {self.name}_backward({args}g):\n" + "".join(
-            f"    {line}\n" for line in self.backward_body(wanted))
+        return f"def {self.name}_backward({args}g):\n" + "".join(f"    {line}\n" for line in self.backward_body(wanted))
 
     def backward_numpy(self, inputs, grad, wanted, alloc):
-        key = tuple(wanted)
-        fn = self._cupy.get(("np", key))
-        if fn is None:
-            fn = self._cupy[("np", key)] = _exec(self.backward_source(wanted), self.name + "_backward")
+        key = ("np", tuple(wanted))
+        fn = self._compiled.get(key) or self._compiled.setdefault(
+            key, _exec(self.backward_source(wanted), self.name + "_backward"))
         dtypes = [d if d.kind == "f" else grad.dtype for d in self.input_dtypes]
         return blocked.run_backward(fn, inputs, grad, wanted, dtypes, self.block, alloc)
 
     # --- CuPy: the same chain as ElementwiseKernel bodies -----------------------------------------
-    def cupy_supported(self):
-        return all(_C_TYPES.get(d.name) for d in self.input_dtypes + [np.dtype(s.dtype) for s in self.steps])
-
     def cupy_forward_source(self):
         """(in_params, out_params, operation) of the forward ElementwiseKernel."""
         ins = ", ".join(f"{d.name} x{i}" for i, d in enumerate(self.input_dtypes))
-        body = [f"{_ctype(s.dtype)} v{k} = {s.rule.expr([_ref(o) for o in s.operands], s.attrs)};"
-                for k, s in enumerate(self.steps)]
-        body.append(f"y = v{len(self.steps) - 1}")
-        return ins, f"{self.dtype.name} y", "\n".join(body)
+        return ins, f"{self.dtype.name} y", "\n".join(self.backward_body([], c=True) + [f"y = v{len(self.steps) - 1}"])
 
     def cupy_backward_source(self, wanted):
         ins = ", ".join([f"{d.name} x{i}" for i, d in enumerate(self.input_dtypes)] + [f"{self.dtype.name} g"])
         outs = ", ".join(f"{self.input_dtypes[i].name} gx{i}" for i, w in enumerate(wanted) if w)
-        body = self.backward_body(wanted, c=True)
-        body[-1] = body[-1].rstrip(";")   # CuPy adds the last ';'
-        return ins, outs, "\n".join(body)
+        return ins, outs, "\n".join(self.backward_body(wanted, c=True))[:-1]   # CuPy adds the last ';'
 
     def cupy_kernel(self, cupy, wanted=None):
-        key = ("fwd",) if wanted is None else ("bwd", tuple(wanted))
-        k = self._cupy.get(key)
-        if k is None:
+        key = ("cupy", None if wanted is None else tuple(wanted))
+        if key not in self._compiled:
             ins, outs, op = self.cupy_forward_source() if wanted is None else self.cupy_backward_source(wanted)
-            k = self._cupy[key] = cupy.ElementwiseKernel(ins, outs, op, f"minigrad_{self.name}" +
-                                                         ("" if wanted is None else "_bwd"), preamble=C_PREAMBLE)
-        return k
+            grads = "" if wanted is None else "_grad" + "".join(str(i) for i, w in enumerate(wanted) if w)
+            self._compiled[key] = cupy.ElementwiseKernel(ins, outs, op, f"minigrad_{self.name}_{self.dtype.name}"
+                                                         f"{grads}", preamble=C_PREAMBLE)
+        return self._compiled[key]
 
     def sources(self):
         """All generated code, for ``explain`` and the lecture."""
-        wanted = [d.kind == "f" for d in self.input_dtypes]
         ins, outs, op = self.cupy_forward_source()
         return (f"# --- {self.name}: NumPy forward, run per block of {self.block} elements on up to "
-                f"{blocked.THREADS} thread(s) ---\n"
-                f"{self.numpy_source}\n# --- NumPy backward (recomputes the chain per block) ---\n"
-                f"{self.backward_source(wanted)}\n# --- cupy.ElementwiseKernel('{ins}', '{outs}') ---\n{op};\n")
+                f"{blocked.THREADS} thread(s) ---\n{self.numpy_source}\n"
+                f"# --- NumPy backward (recomputes the chain per block) ---\n"
+                f"{self.backward_source([d.kind == 'f' for d in self.input_dtypes])}\n"
+                f"# --- cupy.ElementwiseKernel('{ins}', '{outs}') ---\n{op};\n")
 
 
 def _is_literal(text):
@@ -231,15 +200,6 @@ def _is_literal(text):
     except (TypeError, ValueError):
         return False
     return True
-
-
-def _ref(operand):
-    kind, ref = operand
-    return f"x{ref}" if kind == "in" else ref if kind == "lit" else f"v{ref}"
-
-
-def _ctype(dtype):
-    return _C_TYPES[np.dtype(dtype).name]
 
 
 def _exec(source, name):
@@ -257,12 +217,10 @@ class FusedElementwise(Function):
         ctx.kernel = kernel
         ctx.save_for_backward(*inputs)
         shapes = {np.shape(x) for x in inputs}
-        shape = shapes.pop() if len(shapes) == 1 else np.broadcast_shapes(*shapes)
+        out = ctx.empty(shapes.pop() if len(shapes) == 1 else np.broadcast_shapes(*shapes), kernel.dtype)
         if ctx.xp is np:
-            return kernel.forward_numpy(inputs, ctx.empty(shape, kernel.dtype))
-        if kernel.cupy_supported():
-            return kernel.cupy_kernel(ctx.xp)(*inputs, ctx.empty(shape, kernel.dtype))
-        return _unblocked(ctx.xp, kernel, inputs, shape)
+            return kernel.forward_numpy(inputs, out)
+        return kernel.cupy_kernel(ctx.xp)(*inputs, out)
 
     @staticmethod
     def backward(ctx, grad):
@@ -272,23 +230,9 @@ class FusedElementwise(Function):
             return (None,) * len(inputs)
         if ctx.xp is np:
             return tuple(kernel.backward_numpy(inputs, grad, wanted, ctx.empty))
-        if kernel.cupy_supported():
-            res = kernel.cupy_kernel(ctx.xp, wanted)(*inputs, grad)
-            res = iter(res if isinstance(res, tuple) else (res,))
-            return tuple(next(res) if w else None for w in wanted)
-        env = {**namespace(ctx.xp)}
-        exec(kernel.backward_source(wanted), env)
-        return env[kernel.name + "_backward"](*inputs, grad)
+        grads = kernel.cupy_kernel(ctx.xp, wanted)(*inputs, grad)
+        grads = iter(grads if isinstance(grads, tuple) else (grads,))
+        return tuple(next(grads) if w else None for w in wanted)
 
 
-def _unblocked(xp, kernel, inputs, shape):
-    """Fallback for dtypes the C kernel does not take (float16 on CUDA): the chain as array expressions."""
-    env = {**namespace(xp), **{f"x{i}": x for i, x in enumerate(inputs)}}
-    for k, s in enumerate(kernel.steps):
-        env[f"v{k}"] = eval(s.rule.expr([_ref(o) for o in s.operands], s.attrs), env)
-    out = xp.empty(shape, kernel.dtype)
-    out[...] = env[f"v{len(kernel.steps) - 1}"]
-    return out
-
-
-__all__ = ["FusedKernel", "FusedElementwise", "Step", "_lit"]
+__all__ = ["FusedKernel", "FusedElementwise", "Step"]

@@ -1,93 +1,71 @@
-"""The elementwise ops the fusion pass knows: for each op, its value and its gradients as expressions.
+"""The elementwise ops the fusion pass knows: each op's value and gradients as expression templates.
 
-Expressions are written in a small language that is at once Python over NumPy/CuPy arrays and C++ for a
-CuPy ``ElementwiseKernel``: ``+ - * /``, comparisons, parentheses, float literals and the functions of
-``NAMESPACE`` / ``C_PREAMBLE`` (``exp log sqrt fabs sin cos tanh mg_pow sign where maximum minimum sigmoid``).
-One table therefore drives three code generators: the blocked NumPy forward, the NumPy backward, and the
-CuPy kernels.
-
-A rule's operands are the op's positional tensor-or-number inputs; ``attrs`` are its other positional
-arguments (a clamp's bounds, a leaky ReLU's slope), which must be Python numbers to be baked into the code.
-``grads(ops, out, g, attrs)`` gives one expression per operand: the gradient flowing there when ``g`` flows
-into the op's output ``out`` (None where no gradient flows).
+An expression is at once Python over NumPy/CuPy arrays and C++ for a CuPy ``ElementwiseKernel``: ``+ - * /``,
+comparisons, parentheses, float literals and the functions of ``namespace`` / ``C_PREAMBLE``. So one table
+drives every generator (``kernel.py``): the NumPy forward (where ``ufunc`` names the same op as one NumPy call
+with ``out=``), the NumPy backward and the CUDA kernels. In a template ``{0}``, ``{1}`` are the operands (the
+op's positional tensor-or-number inputs), ``{out}`` its value, ``{g}`` the gradient flowing into it, and
+``{a0}`` its first attr (the other positional arguments: a clamp's bounds, a leaky ReLU's slope; Python
+numbers, baked into the code). ``grads`` has one template per operand (None: no gradient flows there).
 """
 import functools
 import inspect
 import math
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Callable, Optional, Union
 
 from ...ops import elementwise as E
 from ...ops.nn import activation as A
 
-_K = math.sqrt(2.0 / math.pi)   # GELU's tanh approximation: 0.5 x (1 + tanh(K (x + C x^3)))
-_C = 0.044715
+_K, _C = math.sqrt(2.0 / math.pi), 0.044715   # GELU's tanh approximation: 0.5 x (1 + tanh(K (x + C x^3)))
 
 
 @dataclass(frozen=True)
 class Rule:
-    n_operands: int
-    expr: Callable                  # (ops, attrs) -> expression
-    grads: Callable                 # (ops, out, g, attrs) -> [expression or None per operand]
-    ufunc: Optional[Callable] = None   # (ops, attrs) -> (numpy ufunc name, operands): the out= fast path
+    value: Union[str, Callable]              # template, or (ops, attrs) -> expression
+    grads: tuple                             # per operand: template, (ops, attrs) -> template, or None
+    ufunc: Union[str, Callable, None] = None  # NumPy ufunc taking the operands, or (ops, attrs) -> (name, args)
     attrs_ok: Callable = lambda attrs: True
-    lines: Optional[Callable] = None   # (ops, attrs, dest, const) -> ufunc calls using only ``dest`` as
-    #                                    scratch; const(literal) -> the name the code reads it by
+    lines: Optional[Callable] = None         # (ops, attrs, dest, const) -> in-place ufunc calls into dest
+
+    @property
+    def n_operands(self):
+        return len(self.grads)
 
 
-def _bin(name, symbol, grads):
-    return Rule(2, lambda o, _: f"({o[0]} {symbol} {o[1]})", grads, lambda o, _: (name, o))
+def expr(template, ops, attrs=(), **names):
+    """``template`` (or what a callable template returns) filled in, in parentheses unless a plain name."""
+    if callable(template):
+        template = template(ops, attrs)
+    text = template.format(*ops, **names, **{f"a{i}": _lit(a) for i, a in enumerate(attrs) if _is_number(a)})
+    return text if _atomic(text) else f"({text})"
 
 
-def _un(name, fn, grads):
-    return Rule(1, lambda o, _: f"{fn}({o[0]})", grads, lambda o, _: (name, o))
+def _atomic(text):
+    """A name, or a call whose first parenthesis closes at the end (``exp(x0)``): needs no parentheses."""
+    head, paren, _ = text.partition("(")
+    if not paren:
+        return text.isidentifier()
+    depth = 0
+    for i, ch in enumerate(text[len(head):]):
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if depth == 0:
+            return head.isidentifier() and i == len(text) - len(head) - 1
+    return False
 
 
-def _pow_expr(o, _):
-    return f"({o[0]} * {o[0]})" if o[1] == "2.0" else f"mg_pow({o[0]}, {o[1]})"
+def _pow(o, _):   # x ** 2 as x * x: what NumPy computes for it, bit for bit
+    return "{0} * {0}" if o[1] == "2.0" else "mg_pow({0}, {1})"
 
 
-def _pow_ufunc(o, _):
-    return ("multiply", (o[0], o[0])) if o[1] == "2.0" else ("power", o)
+def _clamp(o, attrs):
+    e = "{0}" if attrs[0] is None else "maximum({0}, {a0})"
+    return e if attrs[1] is None else f"minimum({e}, {{a1}})"
 
 
-def _pow_grads(o, out, g, _):
-    a, b = o
-    ga = f"({g} * 2.0 * {a})" if b == "2.0" else f"({g} * {b} * mg_pow({a}, {b} - 1.0))"
-    gb = f"where({a} > 0, {g} * {out} * log(where({a} > 0, {a}, 1.0)), 0.0)"   # 0 where a <= 0, as eager
-    return [ga, gb]
-
-
-def _share(first, a, b):   # maximum/minimum: the gradient goes to the input picked; ties split it
-    return f"(({a} {first} {b}) + ({a} == {b}) * 0.5)"
-
-
-def _clamp_expr(o, attrs):
-    lo, hi = attrs
-    e = o[0] if lo is None else f"maximum({o[0]}, {_lit(lo)})"
-    return e if hi is None else f"minimum({e}, {_lit(hi)})"
-
-
-def _clamp_grads(o, out, g, attrs):
-    lo, hi = attrs
-    keep = [f"({o[0]} >= {_lit(lo)})" if lo is not None else None,
-            f"({o[0]} <= {_lit(hi)})" if hi is not None else None]
-    keep = [k for k in keep if k]
-    return [f"({g} * ({' * '.join(keep)}))" if keep else g]
-
-
-def _gelu_expr(o, attrs):
-    x = o[0]
-    return f"(0.5 * {x} * (1.0 + tanh({_K!r} * ({x} + {_C!r} * {x} * {x} * {x}))))"
-
-
-def _gelu_lines(o, attrs, dest, const=str):   # as the eager GELU: one buffer, every step in place
-    x, c, k, one, half = o[0], const(repr(_C)), const(repr(_K)), const("1.0"), const("0.5")
-    return [f"np.multiply({x}, {x}, out={dest})", f"np.multiply({dest}, {c}, out={dest})",
-            f"np.add({dest}, {one}, out={dest})", f"np.multiply({dest}, {x}, out={dest})",
-            f"np.multiply({dest}, {k}, out={dest})", f"np.tanh({dest}, out={dest})",
-            f"np.add({dest}, {one}, out={dest})", f"np.multiply({dest}, {half}, out={dest})",
-            f"np.multiply({dest}, {x}, out={dest})"]
+def _clamp_grad(o, attrs):   # (PyTorch's convention: the gradient flows at the bounds)
+    keep = [k for k, a in zip(("({0} >= {a0})", "({0} <= {a1})"), attrs) if a is not None]
+    return "{g} * (" + " * ".join(keep) + ")" if keep else "{g}"
 
 
 def _clamp_lines(o, attrs, dest, const=str):
@@ -95,47 +73,46 @@ def _clamp_lines(o, attrs, dest, const=str):
     return [f"np.clip({o[0]}, {lo}, {hi}, out={dest})"]
 
 
-def _gelu_grads(o, out, g, attrs):
-    x = o[0]
-    t = f"tanh({_K!r} * ({x} + {_C!r} * {x} * {x} * {x}))"
-    return [f"({g} * (0.5 * (1.0 + {t}) + 0.5 * {x} * (1.0 - {t} * {t}) * {_K!r} * "
-            f"(1.0 + {3 * _C!r} * {x} * {x})))", None]
+def _gelu_lines(o, attrs, dest, const=str):   # as the eager GELU: one buffer, every step in place
+    x, c, k, one, half = o[0], const(repr(_C)), const(repr(_K)), const("1.0"), const("0.5")
+    steps = [("multiply", x, x), ("multiply", dest, c), ("add", dest, one), ("multiply", dest, x),
+             ("multiply", dest, k), ("tanh", dest), ("add", dest, one), ("multiply", dest, half), ("multiply", dest, x)]
+    return [f"np.{f}({', '.join(args)}, out={dest})" for f, *args in steps]
 
+
+_TANH = f"tanh({_K!r} * ({{0}} + {_C!r} * {{0}} * {{0}} * {{0}}))"
+_SHARE = "{g} * (({0} %s {1}) + ({0} == {1}) * 0.5)"   # maximum/minimum: to the input picked; ties split it
 
 RULES = {
-    E.Add: _bin("add", "+", lambda o, out, g, _: [g, g]),
-    E.Sub: _bin("subtract", "-", lambda o, out, g, _: [g, f"(-{g})"]),
-    E.Mul: _bin("multiply", "*", lambda o, out, g, _: [f"({g} * {o[1]})", f"({g} * {o[0]})"]),
-    E.Div: _bin("true_divide", "/", lambda o, out, g, _: [f"({g} / {o[1]})",
-                                                          f"(-{g} * {o[0]} / ({o[1]} * {o[1]}))"]),
-    E.Neg: Rule(1, lambda o, _: f"(-{o[0]})", lambda o, out, g, _: [f"(-{g})"], lambda o, _: ("negative", o)),
-    E.Pow: Rule(2, _pow_expr, _pow_grads, _pow_ufunc),
-    E.Exp: _un("exp", "exp", lambda o, out, g, _: [f"({g} * {out})"]),
-    E.Log: _un("log", "log", lambda o, out, g, _: [f"({g} / {o[0]})"]),
-    E.Sqrt: _un("sqrt", "sqrt", lambda o, out, g, _: [f"({g} / (2.0 * {out}))"]),
-    E.Abs: _un("absolute", "fabs", lambda o, out, g, _: [f"({g} * sign({o[0]}))"]),
-    E.Sin: _un("sin", "sin", lambda o, out, g, _: [f"({g} * cos({o[0]}))"]),
-    E.Cos: _un("cos", "cos", lambda o, out, g, _: [f"(-{g} * sin({o[0]}))"]),
-    E.Maximum: Rule(2, lambda o, _: f"maximum({o[0]}, {o[1]})",
-                    lambda o, out, g, _: [f"({g} * {_share('>', *o)})", f"({g} * {_share('<', *o)})"],
-                    lambda o, _: ("maximum", o)),
-    E.Minimum: Rule(2, lambda o, _: f"minimum({o[0]}, {o[1]})",
-                    lambda o, out, g, _: [f"({g} * {_share('<', *o)})", f"({g} * {_share('>', *o)})"],
-                    lambda o, _: ("minimum", o)),
-    E.Where: Rule(3, lambda o, _: f"where({o[0]}, {o[1]}, {o[2]})",
-                  lambda o, out, g, _: [None, f"where({o[0]}, {g}, 0.0)", f"where({o[0]}, 0.0, {g})"]),
-    E.Clamp: Rule(1, _clamp_expr, _clamp_grads,
-                  attrs_ok=lambda attrs: all(a is None or _is_number(a) for a in attrs), lines=_clamp_lines),
-    A.ReLU: Rule(1, lambda o, _: f"maximum({o[0]}, 0.0)", lambda o, out, g, _: [f"({g} * ({out} > 0))"],
-                 lambda o, _: ("maximum", (o[0], "0.0"))),
-    A.LeakyReLU: Rule(1, lambda o, at: f"where({o[0]} > 0, {o[0]}, {o[0]} * {_lit(at[0])})",
-                      lambda o, out, g, at: [f"where({o[0]} > 0, {g}, {g} * {_lit(at[0])})", None],
+    E.Add: Rule("{0} + {1}", ("{g}", "{g}"), "add"),
+    E.Sub: Rule("{0} - {1}", ("{g}", "-{g}"), "subtract"),
+    E.Mul: Rule("{0} * {1}", ("{g} * {1}", "{g} * {0}"), "multiply"),
+    E.Div: Rule("{0} / {1}", ("{g} / {1}", "-{g} * {0} / ({1} * {1})"), "true_divide"),
+    E.Neg: Rule("-{0}", ("-{g}",), "negative"),
+    E.Pow: Rule(_pow, (lambda o, _: "{g} * 2.0 * {0}" if o[1] == "2.0" else "{g} * {1} * mg_pow({0}, {1} - 1.0)",
+                       "where({0} > 0, {g} * {out} * log(where({0} > 0, {0}, 1.0)), 0.0)"),   # 0 where a <= 0
+                lambda o, _: ("multiply", o[0], o[0]) if o[1] == "2.0" else ("power", *o)),
+    E.Exp: Rule("exp({0})", ("{g} * {out}",), "exp"),
+    E.Log: Rule("log({0})", ("{g} / {0}",), "log"),
+    E.Sqrt: Rule("sqrt({0})", ("{g} / (2.0 * {out})",), "sqrt"),
+    E.Abs: Rule("fabs({0})", ("{g} * sign({0})",), "absolute"),
+    E.Sin: Rule("sin({0})", ("{g} * cos({0})",), "sin"),
+    E.Cos: Rule("cos({0})", ("-{g} * sin({0})",), "cos"),
+    E.Maximum: Rule("maximum({0}, {1})", (_SHARE % ">", _SHARE % "<"), "maximum"),
+    E.Minimum: Rule("minimum({0}, {1})", (_SHARE % "<", _SHARE % ">"), "minimum"),
+    E.Where: Rule("where({0}, {1}, {2})", (None, "where({0}, {g}, 0.0)", "where({0}, 0.0, {g})")),
+    E.Clamp: Rule(_clamp, (_clamp_grad,), attrs_ok=lambda attrs: all(a is None or _is_number(a) for a in attrs),
+                  lines=_clamp_lines),
+    A.ReLU: Rule("maximum({0}, 0.0)", ("{g} * ({out} > 0)",), lambda o, _: ("maximum", o[0], "0.0")),
+    A.LeakyReLU: Rule("where({0} > 0, {0}, {0} * {a0})", ("where({0} > 0, {g}, {g} * {a0})",),
                       attrs_ok=lambda attrs: _is_number(attrs[0])),
-    A.Sigmoid: Rule(1, lambda o, _: f"sigmoid({o[0]})", lambda o, out, g, _: [f"({g} * {out} * (1.0 - {out}))"]),
-    A.Tanh: _un("tanh", "tanh", lambda o, out, g, _: [f"({g} * (1.0 - {out} * {out}))"]),
-    A.SiLU: Rule(1, lambda o, _: f"({o[0]} * sigmoid({o[0]}))",
-                 lambda o, out, g, _: [f"({g} * (sigmoid({o[0]}) * (1.0 + {o[0]} * (1.0 - sigmoid({o[0]})))))"]),
-    A.GELU: Rule(1, _gelu_expr, _gelu_grads, attrs_ok=lambda attrs: attrs[0] == "tanh", lines=_gelu_lines),
+    A.Sigmoid: Rule("sigmoid({0})", ("{g} * {out} * (1.0 - {out})",)),
+    A.Tanh: Rule("tanh({0})", ("{g} * (1.0 - {out} * {out})",), "tanh"),
+    A.SiLU: Rule("{0} * sigmoid({0})", ("{g} * (sigmoid({0}) * (1.0 + {0} * (1.0 - sigmoid({0}))))",)),
+    A.GELU: Rule(f"0.5 * {{0}} * (1.0 + {_TANH})",
+                 (f"{{g}} * (0.5 * (1.0 + {_TANH}) + 0.5 * {{0}} * (1.0 - {_TANH} * {_TANH}) * {_K!r} * "
+                  f"(1.0 + {3 * _C!r} * {{0}} * {{0}}))",),
+                 attrs_ok=lambda attrs: attrs[0] == "tanh", lines=_gelu_lines),
 }
 
 
@@ -188,9 +165,9 @@ def namespace(xp):
             "minimum": xp.minimum, "sigmoid": _stable_sigmoid(xp)}
 
 
-# the same functions for C++ (CuPy's nvcc, or g++ in the CPU test harness); macros, so mixed float/double
-# operands need no overloads (CUDA's pow(float, double) would be ambiguous: mg_pow casts). maximum/minimum
-# propagate NaN as NumPy does.
+# the same functions for C++ (NVRTC, or g++ in the CPU test harness); macros, so mixed float/double operands
+# need no overloads (CUDA's pow(float, double) would be ambiguous: mg_pow casts). maximum/minimum propagate
+# NaN as NumPy does. Kernels compute in float or double only (float16 inputs are read as float: kernel.py).
 C_PREAMBLE = r"""
 #define where(c, a, b) ((c) ? (a) : (b))
 #define maximum(a, b) ((((a) != (a)) || ((a) > (b))) ? (a) : (b))
