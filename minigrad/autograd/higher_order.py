@@ -67,6 +67,22 @@ def saved_tensors(node):
     return tuple(out)
 
 
+def input_as(ctx, index, value):
+    """A Tensor with the values ``value`` (an array) in the place of the op's input ``index`` in the graph
+    (what reaches it reaches that input): for ops that saved something computed from an input instead of
+    the input itself, where the derivatives are the same at both (log_softmax's output for its logits)."""
+    node = ctx.node
+    t = function.Tensor._make(value, node.device)
+    edge = node._next[index]
+    if edge is not None:
+        t.requires_grad = True
+        if type(edge[0]) is AccumulateGrad:
+            t._acc = edge[0]
+        else:
+            t.grad_fn = edge[0]
+    return t
+
+
 def graph_vjp(node, grad):
     """One node's backward on Tensors (with grad mode on, so the result is a graph)."""
     vjp = type(node).vjp
