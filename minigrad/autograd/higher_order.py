@@ -72,8 +72,12 @@ def input_as(ctx, index, value):
     (what reaches it reaches that input): for ops that saved something computed from an input instead of
     the input itself, where the derivatives are the same at both (log_softmax's output for its logits)."""
     node = ctx.node
-    t = function.Tensor._make(value, node.device)
     edge = node._next[index]
+    if edge is not None and tuple(value.shape) != tuple(edge[1]):   # a broadcast of the input: undo it
+        shape = tuple(edge[1])
+        lead = value.ndim - len(shape)
+        value = value[(0,) * lead + tuple(slice(0, 1) if n == 1 else slice(None) for n in shape)]
+    t = function.Tensor._make(value, node.device)
     if edge is not None:
         t.requires_grad = True
         if type(edge[0]) is AccumulateGrad:
