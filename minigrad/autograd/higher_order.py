@@ -19,7 +19,7 @@ in-place checks, accumulation), with Tensor arithmetic instead of array arithmet
 replaced by ``grad + new`` (out of place, so it stays differentiable) instead of ``+=``.
 """
 from ..errors import AutogradError, GradientError
-from . import function, grad_mode
+from . import forward_ad, function, grad_mode
 from .function import AccumulateGrad
 
 
@@ -55,6 +55,8 @@ def saved_tensors(node):
             continue
         t = Tensor._make(s, node.device)
         index = origin.get(position)
+        if index is not None and s.dtype.kind == "f" and forward_ad.saved_tangent(node, index) is not None:
+            t._fw = (forward_ad._current.get(), forward_ad.saved_tangent(node, index))
         if index is not None and s.dtype.kind == "f":
             source = node if index < 0 else node._next[index][0] if node._next[index] is not None else None
             if source is not None:

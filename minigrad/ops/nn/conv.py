@@ -113,9 +113,12 @@ class _ConvNd(Function):
             yg, y = y, ctx.empty((N,) + out + (O,), x.dtype)
             y.reshape(NL, G, Og)[...] = yg.swapaxes(0, 1)
         y = xp.moveaxis(y, -1, 1)                       # (N, O, *out): a view of channels-last memory
-        # the columns, not x, are what dW needs: saved, they spare backward a second im2col; x is kept
-        # for the second derivative (vjp), usually at no cost (the previous ReLU or pool saved it too)
-        ctx.save_for_backward(weight, cols if ctx.needs_input_grad[1] else None, x_in)
+        # the columns, not x, are what dW needs: saved, they spare backward a second im2col. x is kept for
+        # the second derivative (vjp), usually at no cost (the previous ReLU or pool saved it too): itself
+        # when it requires grad (then changing it in place is refused, as PyTorch does), else a view (the
+        # first-order gradients, which read the columns, stay right if it changes in place)
+        ctx.save_for_backward(weight, cols if ctx.needs_input_grad[1] else None,
+                              x_in if ctx.needs_input_grad[0] else x_in[...])
         return y[0] if ctx.unbatched else y
 
     @staticmethod
