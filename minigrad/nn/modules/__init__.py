@@ -7,13 +7,14 @@ from .dropout import Dropout
 from .embedding import Embedding
 from .flatten import Flatten, Unflatten
 from .linear import Identity, Linear
-from .loss import BCEWithLogitsLoss, CrossEntropyLoss, MSELoss, NLLLoss
+from .loss import BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, L1Loss, MSELoss, NLLLoss, SmoothL1Loss
 from .normalization import BatchNorm1d, BatchNorm2d, LayerNorm
 from .pooling import AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, MaxPool1d, MaxPool2d
 from .transformer import TransformerBlock
 
-__all__ = ["AdaptiveAvgPool2d", "AvgPool1d", "AvgPool2d", "BCEWithLogitsLoss", "BatchNorm1d", "BatchNorm2d",
-           "Conv1d", "Conv2d", "CrossEntropyLoss", "Dropout", "Embedding", "Flatten", "GELU", "Identity",
+__all__ = ["AdaptiveAvgPool2d", "AvgPool1d", "AvgPool2d", "BCELoss", "BCEWithLogitsLoss", "BatchNorm1d", "BatchNorm2d",
+           "Conv1d", "Conv2d", "CrossEntropyLoss", "Dropout", "Embedding", "Flatten", "GELU", "HuberLoss", "Identity",
+           "L1Loss", "SmoothL1Loss",
            "LayerNorm", "LeakyReLU", "Linear", "LogSoftmax", "MSELoss", "MaxPool1d", "MaxPool2d",
            "ModuleDict", "ModuleList", "MultiheadAttention", "NLLLoss", "ParameterDict", "ParameterList",
            "ReLU", "Sequential", "SiLU", "Sigmoid", "Softmax", "Tanh", "TransformerBlock", "Unflatten"]
