@@ -37,6 +37,8 @@ from .serialization import CheckpointError, load, save  # noqa: E402
 from . import amp  # noqa: E402  (a feature layer)
 from .amp import autocast  # noqa: E402
 from .cuda import amp as _cuda_amp  # noqa: E402,F401  (mg.cuda.amp: PyTorch's deprecated aliases)
+from .nn import parallel as _nn_parallel  # noqa: E402,F401  (mg.nn.parallel.DistributedDataParallel)
+from . import accelerator, backends  # noqa: E402  (PyTorch's device questions and library switches)
 from .random import Generator, default_generator, initial_seed, manual_seed, seed, get_rng_state, set_rng_state
 
 __version__ = "0.1.0"
