@@ -10,11 +10,15 @@ from .linear import Identity, Linear
 from .loss import BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, L1Loss, MSELoss, NLLLoss, SmoothL1Loss
 from .normalization import BatchNorm1d, BatchNorm2d, LayerNorm
 from .pooling import AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, MaxPool1d, MaxPool2d
+from .rnn import GRU, GRUCell, LSTM, LSTMCell, RNN, RNNBase, RNNCell, RNNCellBase
 from .transformer import TransformerBlock
+from .transformer_layers import (Transformer, TransformerDecoder, TransformerDecoderLayer, TransformerEncoder,
+                                 TransformerEncoderLayer)
 
-__all__ = ["AdaptiveAvgPool2d", "AvgPool1d", "AvgPool2d", "BCELoss", "BCEWithLogitsLoss", "BatchNorm1d", "BatchNorm2d",
-           "Conv1d", "Conv2d", "CrossEntropyLoss", "Dropout", "Embedding", "Flatten", "GELU", "HuberLoss", "Identity",
-           "L1Loss", "SmoothL1Loss",
-           "LayerNorm", "LeakyReLU", "Linear", "LogSoftmax", "MSELoss", "MaxPool1d", "MaxPool2d",
-           "ModuleDict", "ModuleList", "MultiheadAttention", "NLLLoss", "ParameterDict", "ParameterList",
-           "ReLU", "Sequential", "SiLU", "Sigmoid", "Softmax", "Tanh", "TransformerBlock", "Unflatten"]
+__all__ = ["AdaptiveAvgPool2d", "AvgPool1d", "AvgPool2d", "BCELoss", "BCEWithLogitsLoss", "BatchNorm1d",
+           "BatchNorm2d", "Conv1d", "Conv2d", "CrossEntropyLoss", "Dropout", "Embedding", "Flatten", "GELU", "GRU",
+           "GRUCell", "HuberLoss", "Identity", "L1Loss", "LSTM", "LSTMCell", "LayerNorm", "LeakyReLU", "Linear",
+           "LogSoftmax", "MSELoss", "MaxPool1d", "MaxPool2d", "ModuleDict", "ModuleList", "MultiheadAttention",
+           "NLLLoss", "ParameterDict", "ParameterList", "RNN", "RNNBase", "RNNCell", "RNNCellBase", "ReLU",
+           "Sequential", "SiLU", "Sigmoid", "SmoothL1Loss", "Softmax", "Tanh", "Transformer", "TransformerBlock",
+           "TransformerDecoder", "TransformerDecoderLayer", "TransformerEncoder", "TransformerEncoderLayer", "Unflatten"]
