@@ -8,7 +8,7 @@ import warnings
 from ...autograd.function import Function
 from ...errors import ArgumentError
 from ...random import host_rng
-from .._args import norm_dim
+from .._args import norm_dim, quiet
 from ._util import erf
 
 _SQRT_2 = math.sqrt(2.0)
@@ -218,8 +218,9 @@ class Softmax(Function):
             e = ctx.fused.softmax(x, dim)
             ctx.save_for_backward(e)
             return e
-        e = xp.exp(x - x.max(axis=dim, keepdims=True))
-        e /= e.sum(axis=dim, keepdims=True)
+        with quiet():       # a fully masked row (all -inf) is NaN, silently, as in PyTorch
+            e = xp.exp(x - x.max(axis=dim, keepdims=True))
+            e /= e.sum(axis=dim, keepdims=True)
         ctx.save_for_backward(e)
         return e
 
@@ -252,8 +253,9 @@ class LogSoftmax(Function):
             out = ctx.fused.log_softmax(x, dim)
             ctx.save_for_backward(out)
             return out
-        shifted = x - x.max(axis=dim, keepdims=True)
-        shifted -= xp.log(xp.exp(shifted).sum(axis=dim, keepdims=True))
+        with quiet():       # a fully masked row (all -inf) is NaN, silently, as in PyTorch
+            shifted = x - x.max(axis=dim, keepdims=True)
+            shifted -= xp.log(xp.exp(shifted).sum(axis=dim, keepdims=True))
         ctx.save_for_backward(shifted)
         return shifted
 
