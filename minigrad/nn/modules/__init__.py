@@ -11,6 +11,7 @@ from .loss import BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, L1Los
 from .normalization import BatchNorm1d, BatchNorm2d, LayerNorm
 from .pooling import AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, MaxPool1d, MaxPool2d
 from .rnn import GRU, GRUCell, LSTM, LSTMCell, RNN, RNNBase, RNNCell, RNNCellBase
+from . import sparse  # noqa: F401  (torch.nn.modules.sparse.Embedding: PyTorch's module path)
 from .transformer import TransformerBlock
 from .transformer_layers import (Transformer, TransformerDecoder, TransformerDecoderLayer, TransformerEncoder,
                                  TransformerEncoderLayer)
