@@ -10,7 +10,7 @@ BENCH_PY   := $(BENCH_VENV)/bin/python
 # it is information only, so it is filtered out (by its message) of the build backend's warnings.
 PIP_QUIET := PYTHONWARNINGS="ignore:Editable installation"
 
-.PHONY: venv test test-fast test-numpy1 check-handouts size-budget site browser demo bench bench-compat gpu-check assignments start grade release \
+.PHONY: venv test test-fast test-numpy1 test-cuda check-handouts size-budget site browser demo bench bench-compat gpu-check assignments start grade release \
 	gradescope lab clean
 
 $(STAMP): pyproject.toml
@@ -25,9 +25,13 @@ venv: $(STAMP)
 # so device dispatch, transfers and mixing errors are exercised without a GPU (make gpu-check runs them
 # on a real GPU).
 # TESTS narrows the run (make test TESTS=tests/ops); the handout check compares without writing anything.
+# The fake CuPy modules record the calls minigrad makes into them (build/cupy-calls/, read by make test-cuda).
 TESTS ?=
+CALL_LOG := build/cupy-calls
 test: $(STAMP) browser check-handouts size-budget
-	MINIGRAD_EMULATE_CUDA=1 $(PY) -m pytest -q -n 2 -p no:cacheprovider $(TESTS)
+	rm -rf $(CALL_LOG)
+	MINIGRAD_EMULATE_CUDA=1 MINIGRAD_CUPY_CALL_LOG=$(CALL_LOG) $(PY) -m pytest -q -n 2 -p no:cacheprovider $(TESTS)
+	$(if $(TESTS),,mkdir -p $(CALL_LOG) && touch $(CALL_LOG)/.complete)
 
 check-handouts: $(STAMP)
 	$(PY) -m autograder generate --check
@@ -62,6 +66,28 @@ test-numpy1: $(NP1_VENV)/.installed
 	MINIGRAD_EMULATE_CUDA=1 $(NP1_VENV)/bin/python -m pytest -q -n 2 -p no:cacheprovider \
 		--ignore=tests/autograder --ignore=tests/course --ignore=tests/lectures --ignore=tests/examples \
 		--ignore=tests/benchmarks
+
+# The real CUDA toolchain, no GPU needed (tests/cuda, in its own .venv-cuda: cupy-cuda12x, NVIDIA's NVRTC,
+# CUDA headers and NCCL wheels, ~1 GB): NVRTC compiles every CUDA source minigrad can generate, as CuPy hands
+# it over, for sm_80 and sm_90; the real CuPy's signatures are checked against the calls the fake CuPy
+# modules record (re-recorded by running the fake harness unless the last full make test left a fresh log).
+CUDA_VENV := .venv-cuda
+CUDA_PY   := $(CUDA_VENV)/bin/python
+FAKE_HARNESS := tests/backend/test_cuda_kernels_on_cpu.py tests/backend/test_amp_kernels_on_cpu.py \
+	tests/backend/test_fused_kernels_on_cpu.py tests/backend/test_devices.py tests/memory/test_cupy_pool.py \
+	tests/distributed/test_nccl_fake.py
+$(CUDA_VENV)/.installed: pyproject.toml
+	test -x $(CUDA_PY) || $(PYTHON) -m venv $(CUDA_VENV)
+	$(PIP_QUIET) $(CUDA_PY) -m pip install -q -e '.[cuda-check]'
+	touch $@
+
+test-cuda: $(STAMP) $(CUDA_VENV)/.installed
+	@if [ -f $(CALL_LOG)/.complete ] && [ -z "$$(find minigrad tests -name '*.py' -newer $(CALL_LOG)/.complete)" ]; \
+	then echo "CuPy calls: as recorded by the last make test ($(CALL_LOG))"; \
+	else rm -rf $(CALL_LOG) && MINIGRAD_EMULATE_CUDA=1 MINIGRAD_CUPY_CALL_LOG=$(CALL_LOG) \
+		$(PY) -m pytest -q -n 2 -p no:cacheprovider $(FAKE_HARNESS) && touch $(CALL_LOG)/.complete; fi
+	MINIGRAD_CUDA_CHECK=1 MINIGRAD_CUPY_CALL_LOG=$(CALL_LOG) $(CUDA_PY) -m pytest -q -n 2 -p no:cacheprovider \
+		--confcutdir=tests/cuda tests/cuda
 
 # The main job: an MLP and a CNN on 8x8 digits (>= 95 % test accuracy) and a tiny GPT on a text corpus;
 # curves (PNG), checkpoints and a generated sample land in results/. DEMO_ARGS="--only tiny_gpt" etc.
@@ -117,4 +143,4 @@ lab: $(STAMP)
 	$(VENV)/bin/jupyter lab
 
 clean:
-	rm -rf $(VENV) $(BENCH_VENV) $(NP1_VENV) results .pytest_cache .hypothesis   # never work/: your answers
+	rm -rf $(VENV) $(BENCH_VENV) $(NP1_VENV) $(CUDA_VENV) results .pytest_cache .hypothesis   # never work/: your answers

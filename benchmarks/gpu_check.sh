@@ -56,9 +56,11 @@ SUITES="tests/test_tensor.py tests/test_errors.py tests/autograd tests/ops tests
         tests/backend tests/data tests/test_serialization.py tests/amp"
 step "cuda test cases (pytest -m gpu)" 150 bash -c "tail_of 60 $PY -m pytest -q -p no:cacheprovider -m gpu $SUITES"
 step "compile: fused CuPy kernels, flash attention, attention memory vs L" 60 $PY benchmarks/gpu_compile_check.py
+step "kernels vs NumPy: the catalogue, CuPy's compiled sources, every fusible op x dtype" 45 \
+  $PY benchmarks/gpu_kernel_check.py
 step "compile: piecewise replay of graph breaks" 30 $PY benchmarks/gpu_piecewise_check.py
 step "NCCL (minigrad.distributed)" 60 $PY benchmarks/nccl_check.py
-step "GPU benchmarks" 60 $PY benchmarks/gpu_bench.py
+step "GPU benchmarks: MLP, CNN, block, tiny GPT vs PyTorch; device-to-host reads" 75 $PY benchmarks/gpu_bench.py
 step "amp: benchmarks/amp_step.py" 40 $PY benchmarks/amp_step.py --device cuda --repeat 9
 step "profiler on the GPU (CUDA events)" 30 $PY benchmarks/profiler_gpu_check.py
 step "recomputation and planner" 40 $PY benchmarks/recompute_gpu_check.py

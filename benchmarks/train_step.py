@@ -147,13 +147,13 @@ def bench_mlp(torch, args, rows):
 
 
 # --- CNN --------------------------------------------------------------------------------------------
-def minigrad_cnn(batch):
+def minigrad_cnn(batch, device="cpu"):
     mg.manual_seed(0)
     model = nn.Sequential(nn.Conv2d(1, 32, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(32, 64, 3), nn.ReLU(),
-                          nn.MaxPool2d(2), nn.Flatten(), nn.Linear(64 * 5 * 5, 10))
+                          nn.MaxPool2d(2), nn.Flatten(), nn.Linear(64 * 5 * 5, 10)).to(device)
     opt = mg.optim.SGD(model.parameters(), lr=0.01)
-    x = mg.randn(batch, 1, 28, 28)
-    y = mg.randint(0, 10, (batch,))
+    x = mg.randn(batch, 1, 28, 28, device=device)
+    y = mg.randint(0, 10, (batch,), device=device)
 
     def step():
         opt.zero_grad()
@@ -162,14 +162,14 @@ def minigrad_cnn(batch):
     return step
 
 
-def torch_cnn(torch, batch):
+def torch_cnn(torch, batch, device="cpu"):
     torch.manual_seed(0)
     tnn = torch.nn
     model = tnn.Sequential(tnn.Conv2d(1, 32, 3), tnn.ReLU(), tnn.MaxPool2d(2), tnn.Conv2d(32, 64, 3), tnn.ReLU(),
-                           tnn.MaxPool2d(2), tnn.Flatten(), tnn.Linear(64 * 5 * 5, 10))
+                           tnn.MaxPool2d(2), tnn.Flatten(), tnn.Linear(64 * 5 * 5, 10)).to(device)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    x = torch.randn(batch, 1, 28, 28)
-    y = torch.randint(0, 10, (batch,))
+    x = torch.randn(batch, 1, 28, 28, device=device)
+    y = torch.randint(0, 10, (batch,), device=device)
 
     def step():
         opt.zero_grad()

@@ -3,10 +3,67 @@
 One kernel launch instead of a chain of elementwise ops: each intermediate of e.g. Adam's update would
 otherwise be a full-size temporary in GPU memory and a separate launch. The maths is exactly that of the
 NumPy code paths (tests on a GPU compare both).
+
+Every CUDA kernel minigrad writes is built here, through one of two small factories, and listed in
+``KERNELS`` (name -> ``KernelSpec``), so the NVRTC check (``make test-cuda``: tests/cuda/) can compile each
+one, for sm_80 and sm_90, exactly as CuPy hands it to NVRTC -- on every CI run, without a GPU:
+
+    _scale = elementwise("T x, T a", "T y", "y = a * x", "minigrad_scale",
+                         types=FLOATS, scalars="a")            # a cupy.ElementwiseKernel
+    _paged = raw(CODE, "minigrad_paged_attention")            # a cupy.RawKernel (its source is compiled as is)
+
+* ``name``: unique, ``minigrad_`` first (a duplicate is refused);
+* ``types``: every binding of the type placeholders (``T``, ``S``...) minigrad calls the kernel with, as
+  dicts of dtype names: CuPy compiles one program per binding, and so does the check. A kernel the wrappers
+  only call in float32/float64 says ``FLOATS``; list float16 too if a float16 array can reach it;
+* ``scalars``: the parameters minigrad passes a Python/NumPy number for (the others get arrays): CuPy
+  declares the two differently (``const float lr`` vs ``CArray<float, 1, 1, 1> _raw_x``).
+A kernel built anywhere else (``cupy.ElementwiseKernel`` in another module) fails
+tests/backend/test_kernel_catalogue.py; the fusion pass's generated kernels are the one other source, and the
+check enumerates them itself (every fusible op x dtype). On a GPU, ``make gpu-check`` runs every kernel
+against NumPy through a case of ``catalogue_cases`` in benchmarks/gpu_kernel_check.py (add one for a new
+kernel) and checks that CuPy compiled the declared bindings and the check's sources.
 """
 import functools
+from typing import NamedTuple
 
 import cupy  # pragma: no cover - GPU only
+
+FLOATS = ({"T": "float32"}, {"T": "float64"})   # the wrappers run float16 through float32 (_half_in_float32)
+
+
+class KernelSpec(NamedTuple):
+    """How a catalogued kernel was built and how minigrad calls it (read by the NVRTC check)."""
+    kind: str           # 'elementwise' or 'raw'
+    kernel: object      # the cupy.ElementwiseKernel / cupy.RawKernel
+    args: tuple         # elementwise: (in_params, out_params, operation); raw: (code,)
+    types: tuple        # elementwise: the placeholder bindings it is called with ({'T': 'float32'}, ...)
+    scalars: frozenset  # elementwise: the parameters given numbers, not arrays
+    options: dict       # the rest of the constructor's keywords (preamble, options=...)
+
+
+KERNELS = {}
+
+
+def _register(name, spec):
+    if name in KERNELS:
+        raise ValueError(f"cuda_kernels: a kernel named {name!r} already exists")
+    KERNELS[name] = spec
+    return spec.kernel
+
+
+def elementwise(in_params, out_params, operation, name, *, types, scalars="", **options):
+    """A ``cupy.ElementwiseKernel(in_params, out_params, operation, name, **options)``, catalogued."""
+    kernel = cupy.ElementwiseKernel(in_params, out_params, operation, name, **options)
+    names = frozenset(s.strip() for s in scalars.split(",") if s.strip())
+    return _register(name, KernelSpec("elementwise", kernel, (in_params, out_params, operation),
+                                      tuple(types), names, options))
+
+
+def raw(code, name, **options):
+    """A ``cupy.RawKernel(code, name, **options)``, catalogued (NVRTC compiles ``code`` as it is)."""
+    return _register(name, KernelSpec("raw", cupy.RawKernel(code, name, **options), (code,), (), frozenset(),
+                                      options))
 
 
 def _half_in_float32(fn):
@@ -24,7 +81,7 @@ def _half_in_float32(fn):
 
 
 # --- GELU -----------------------------------------------------------------------------------------
-_gelu_fwd = cupy.ElementwiseKernel(
+_gelu_fwd = elementwise(
     "T x, int32 tanh_approx", "T y",
     """
     if (tanh_approx) {
@@ -33,9 +90,9 @@ _gelu_fwd = cupy.ElementwiseKernel(
     } else {
         y = (T)0.5 * x * ((T)1 + erf(x * (T)0.7071067811865476));
     }
-    """, "minigrad_gelu_fwd")
+    """, "minigrad_gelu_fwd", types=FLOATS, scalars="tanh_approx")
 
-_gelu_bwd = cupy.ElementwiseKernel(
+_gelu_bwd = elementwise(
     "T x, T g, int32 tanh_approx", "T dx",
     """
     if (tanh_approx) {
@@ -48,7 +105,7 @@ _gelu_bwd = cupy.ElementwiseKernel(
         T pdf = exp((T)-0.5 * x * x) * (T)0.3989422804014327;
         dx = g * (cdf + x * pdf);
     }
-    """, "minigrad_gelu_bwd")
+    """, "minigrad_gelu_bwd", types=FLOATS, scalars="tanh_approx")
 
 
 @_half_in_float32
@@ -62,13 +119,14 @@ def gelu_backward(x, grad, approximate="none"):
 
 
 # --- softmax / log-softmax / cross-entropy ---------------------------------------------------------
-_exp_shift = cupy.ElementwiseKernel("T x, T m", "T y", "y = exp(x - m)", "minigrad_exp_shift")
-_div = cupy.ElementwiseKernel("T e, T s", "T y", "y = e / s", "minigrad_div")
-_log_softmax_out = cupy.ElementwiseKernel("T x, T m, T s", "T y", "y = x - m - log(s)",
-                                          "minigrad_log_softmax")
-_softmax_bwd = cupy.ElementwiseKernel("T y, T g, T dot", "T dx", "dx = y * (g - dot)", "minigrad_softmax_bwd")
-_log_softmax_bwd = cupy.ElementwiseKernel("T y, T g, T gsum", "T dx", "dx = g - exp(y) * gsum",
-                                          "minigrad_log_softmax_bwd")
+_exp_shift = elementwise("T x, T m", "T y", "y = exp(x - m)", "minigrad_exp_shift", types=FLOATS)
+_div = elementwise("T e, T s", "T y", "y = e / s", "minigrad_div", types=FLOATS)
+_log_softmax_out = elementwise("T x, T m, T s", "T y", "y = x - m - log(s)",
+                                          "minigrad_log_softmax", types=FLOATS)
+_softmax_bwd = elementwise("T y, T g, T dot", "T dx", "dx = y * (g - dot)", "minigrad_softmax_bwd",
+                           types=FLOATS)
+_log_softmax_bwd = elementwise("T y, T g, T gsum", "T dx", "dx = g - exp(y) * gsum",
+                                          "minigrad_log_softmax_bwd", types=FLOATS)
 
 
 @_half_in_float32
@@ -95,7 +153,7 @@ def log_softmax_backward(y, grad, axis):
     return _log_softmax_bwd(y, grad, grad.sum(axis=axis, keepdims=True))
 
 
-_ce_grad = cupy.ElementwiseKernel(
+_ce_grad = elementwise(
     "T logp, raw int64 target, raw T row_scale, int32 n_classes, T smooth", "T dx",
     """
     int row = i / n_classes;
@@ -105,7 +163,7 @@ _ce_grad = cupy.ElementwiseKernel(
     T onehot = (col == t) ? (T)1 : (T)0;
     T q = ((T)1 - smooth) * onehot + smooth / (T)n_classes;
     dx = (t < 0) ? (T)0 : s * (exp(logp) - q);
-    """, "minigrad_ce_grad")
+    """, "minigrad_ce_grad", types=FLOATS, scalars="n_classes, smooth")
 
 
 @_half_in_float32
@@ -121,7 +179,7 @@ def cross_entropy_grad(log_probs, target, row_scale, label_smoothing=0.0):
 
 
 # --- optimizer updates (in place) ------------------------------------------------------------------
-_sgd = cupy.ElementwiseKernel(
+_sgd = elementwise(
     "T g, T lr, T momentum, T dampening, T wd, int32 nesterov, int32 first", "T p, T buf",
     """
     T d = g + wd * p;
@@ -130,9 +188,9 @@ _sgd = cupy.ElementwiseKernel(
         d = nesterov ? d + momentum * buf : buf;
     }
     p = p - lr * d;
-    """, "minigrad_sgd")
+    """, "minigrad_sgd", types=FLOATS, scalars="lr, momentum, dampening, wd, nesterov, first")
 
-_adam = cupy.ElementwiseKernel(
+_adam = elementwise(
     "T g, T lr, T beta1, T beta2, T eps, T wd, T bc1, T bc2, int32 decoupled", "T p, T m, T v",
     """
     T d = g;
@@ -141,10 +199,11 @@ _adam = cupy.ElementwiseKernel(
     v = beta2 * v + ((T)1 - beta2) * d * d;
     T denom = sqrt(v / bc2) + eps;
     p = p - (lr / bc1) * m / denom;
-    """, "minigrad_adam")
+    """, "minigrad_adam", types=FLOATS, scalars="lr, beta1, beta2, eps, wd, bc1, bc2, decoupled")
 
 
-_sgd_plain = cupy.ElementwiseKernel("T g, T lr, T wd", "T p", "p = p - lr * (g + wd * p)", "minigrad_sgd_plain")
+_sgd_plain = elementwise("T g, T lr, T wd", "T p", "p = p - lr * (g + wd * p)", "minigrad_sgd_plain",
+                         types=FLOATS, scalars="lr, wd")
 
 
 def sgd_(param, grad, buf, lr, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False):
@@ -169,15 +228,18 @@ def adam_(param, grad, exp_avg, exp_avg_sq, lr, beta1, beta2, eps, weight_decay,
 
 
 # --- automatic mixed precision (minigrad.amp) ------------------------------------------------------
-_amp_unscale = cupy.ElementwiseKernel(
+_amp_unscale = elementwise(
     "T inv_scale", "T g, raw int32 found_inf",
     """
     T v = g * inv_scale;
     if (!isfinite(v)) found_inf[0] = 1;
     g = v;
-    """, "minigrad_amp_unscale")
+    """, "minigrad_amp_unscale", types=FLOATS, scalars="inv_scale")
 
-_amp_cast_copy = cupy.ElementwiseKernel("S src", "T dst", "dst = (T)src", "minigrad_amp_cast_copy")
+# model parameters of any float dtype <-> their float32 masters (minigrad.amp.master_weights)
+_amp_cast_copy = elementwise("S src", "T dst", "dst = (T)src", "minigrad_amp_cast_copy",
+                             types=[{"S": s, "T": t} for s, t in (("float32", "float16"), ("float16", "float32"),
+                                    ("float32", "float32"), ("float32", "float64"), ("float64", "float32"))])
 
 
 def amp_unscale_(grads, inv_scale, found_inf):

@@ -47,10 +47,12 @@ class NCCLBackend:
         cupy.cuda.Device(self.device_index).use()
         key = f"{prefix}nccl_unique_id"
         if group.rank == 0:
-            group.store.set(key, bytes(b % 256 for b in nccl.get_unique_id()))
+            uid = nccl.get_unique_id()   # 128 bytes (CuPy >= 14), or a tuple of 128 signed chars (CuPy 13)
+            group.store.set(key, uid if isinstance(uid, bytes) else bytes(b % 256 for b in uid))
         raw = group.store.get(key, group.timeout)
-        uid = tuple(b - 256 if b > 127 else b for b in raw)  # NCCL's id: 128 C chars (signed)
-        self.comm = nccl.NcclCommunicator(group.size, uid, group.rank)
+        if int(cupy.__version__.split(".")[0]) < 14:   # CuPy 13's NcclCommunicator takes the tuple
+            raw = tuple(b - 256 if b > 127 else b for b in raw)
+        self.comm = nccl.NcclCommunicator(group.size, raw, group.rank)
         self.stream = cupy.cuda.Stream(non_blocking=True)
 
     def new_subgroup(self, group):

@@ -20,7 +20,9 @@ subgroup (DP inside a DP×TP or DP×PP mesh).
 Deliberate differences from PyTorch: a bucket never grows past its cap (a single larger tensor gets a
 bucket of its own; PyTorch closes a bucket only after it passes the cap); buckets are copied into and out
 of a flat buffer rather than aliased by ``.grad`` (``gradient_as_bucket_view`` is not offered).
-``timeline`` holds the last synchronised backward's recorded events (the lecture plots it).
+``timeline`` holds the last synchronised backward's recorded events (the lecture plots it); a bucket's
+all-reduce counts from the moment DDP hands it over, so time the backend's call takes is not drawn as DDP
+starting late.
 """
 import contextlib
 import json
@@ -45,6 +47,7 @@ class _Bucket:
         self.index, self.members, self.nbytes = index, [], 0  # members: (name, param)
         self.pending = 0
         self.work = self.flat = None
+        self.handed_at = None  # when DDP handed the bucket to the all-reduce (before the backend's call)
 
     def __repr__(self):
         return f"<bucket {self.index}: {len(self.members)} tensors, {self.nbytes} bytes>"
@@ -159,6 +162,7 @@ class DistributedDataParallel(Module):
             parts = [(p.grad.data if p.grad is not None else xp.zeros(p.shape, p.data.dtype)).reshape(-1)
                      for _, p in b.members]
             b.flat = Tensor._make(xp.concatenate(parts), p0.device)
+            b.handed_at = time.perf_counter()  # not Work.issued_at: that is stamped after the call returns
             if self._comm_hook is None:
                 b.work = collectives.all_reduce(b.flat, ReduceOp.AVG, group=self.process_group, async_op=True)
             else:
@@ -193,7 +197,8 @@ class DistributedDataParallel(Module):
                     else:
                         p.grad.data[...] = part
                 self.timeline.append({"kind": "all_reduce", "bucket": b.index, "bytes": b.nbytes,
-                                      "issued": b.work.issued_at, "completed": b.work.completed_at})
+                                      "issued": b.handed_at, "returned": b.work.issued_at,
+                                      "completed": b.work.completed_at})
                 b.flat = b.work = None
         self.timeline.append({"kind": "backward", "start": step["t0"], "end": end})
 

@@ -2,7 +2,8 @@
 Python wrappers' argument order, not CUDA itself.
 
 Only what minigrad/backend/cuda_kernels.py uses is here: ``ElementwiseKernel`` and ``empty_like``, on NumPy
-arrays. A kernel's operation (its C++ body, the same text nvcc would compile) is put in a loop over the
+arrays, and ``RawKernel``, which keeps its code but cannot run here (its kernels are checked by NVRTC and
+on a GPU). Calls are recorded (tests/cupy_calls.py) for the check against the real CuPy. A kernel's operation (its C++ body, the same text nvcc would compile) is put in a loop over the
 elements, compiled with g++ and called through ctypes. It follows CuPy's rules:
 
 * parameters are ``[raw] type name``; a type that is not a dtype name (``T``) is a placeholder, taken from
@@ -17,16 +18,23 @@ elements, compiled with g++ and called through ctypes. It follows CuPy's rules:
 import ctypes
 import hashlib
 import os
+import pathlib
 import subprocess
+import sys
 import tempfile
 
 import numpy as np
 
+sys.path.append(str(pathlib.Path(__file__).resolve().parents[1]))  # tests/: the call recorder
+from cupy_calls import api  # noqa: E402
+
 ndarray = np.ndarray
 float16, float32, float64 = np.float16, np.float32, np.float64
-empty_like = np.empty_like
+empty_like = api("cupy.empty_like")(np.empty_like)
 
-cache_dir = None  # where compiled kernels go (a fresh temporary directory per process unless set)
+# where compiled kernels go: kept between runs (the file name is a hash of the source and flags, so a changed
+# kernel is compiled again), so `make test-cuda`'s second run of the fake harness compiles nothing
+cache_dir = str(pathlib.Path(__file__).resolve().parents[2] / "build" / "cupy_on_cpu")
 CXX_FLAGS = ("-O1", "-shared", "-fPIC")
 _C_TYPES = {"bool": ("bool", ctypes.c_bool), "int8": ("int8_t", ctypes.c_int8),
             "uint8": ("uint8_t", ctypes.c_uint8), "int16": ("int16_t", ctypes.c_int16),
@@ -56,8 +64,12 @@ def _c_type(dtype):
     return _C_TYPES[dtype.name]
 
 
+@api("cupy.ElementwiseKernel")
 class ElementwiseKernel:
-    def __init__(self, in_params, out_params, operation, name="kernel", preamble=""):
+    def __init__(self, in_params, out_params, operation, name="kernel", reduce_dims=True, preamble="",
+                 no_return=False, return_tuple=False, **kwargs):
+        if set(kwargs) - {"options"} or no_return or return_tuple:
+            raise NotImplementedError("cupy_on_cpu: ElementwiseKernel options other than preamble/options")
         self.ins, self.outs = _params(in_params, True), _params(out_params, False)
         self.operation, self.name, self.preamble = operation, name, preamble
 
@@ -139,10 +151,22 @@ class ElementwiseKernel:
         return fn
 
 
+@api("cupy.RawKernel")
+class RawKernel:
+    def __init__(self, code, name, options=(), backend="nvrtc", translate_cucomplex=False,
+                 enable_cooperative_groups=False, jitify=False):
+        self.code, self.name, self.options = code, name, options
+
+    def __call__(self, grid, block, args, **kwargs):
+        raise NotImplementedError(f"cupy_on_cpu cannot run RawKernel {self.name}: its source is compiled by "
+                                  "make test-cuda (NVRTC) and run by make gpu-check")
+
+
 def _build(key, src, name):
     global cache_dir
     if cache_dir is None:
         cache_dir = tempfile.mkdtemp(prefix="cupy_on_cpu-")
+    os.makedirs(cache_dir, exist_ok=True)
     so = os.path.join(cache_dir, f"{key}.so")
     if not os.path.exists(so):  # write under a private name, then rename: safe with parallel workers
         tmp = os.path.join(cache_dir, f"{key}.{os.getpid()}")

@@ -9,6 +9,7 @@ kernel maths and the Python wrappers' argument order, not CUDA itself).
 """
 import collections
 import importlib
+import pathlib
 import shutil
 import sys
 
@@ -201,6 +202,21 @@ def test_fake_cupy_semantics(ck):
     np.testing.assert_array_equal(c, [[1, 2, 3], [1, 2, 3]])
 
 
+def test_every_kernel_is_in_the_catalogue(ck):
+    """The NVRTC check (make test-cuda) compiles what KERNELS lists: every kernel of the module is there,
+    with the type bindings it is called with; a second kernel of the same name is refused."""
+    built = {k.name: k for k in vars(ck).values() if isinstance(k, (cupy_on_cpu.ElementwiseKernel,
+                                                                      cupy_on_cpu.RawKernel))}
+    assert len(built) >= 13 and {n: s.kernel for n, s in ck.KERNELS.items()} == built
+    for name, spec in ck.KERNELS.items():
+        assert name.startswith("minigrad_") and spec.kind in ("elementwise", "raw")
+        if spec.kind == "elementwise":
+            assert spec.types and spec.scalars <= {p.name for p in spec.kernel.ins}
+    assert ck.KERNELS["minigrad_adam"].scalars == {"lr", "beta1", "beta2", "eps", "wd", "bc1", "bc2", "decoupled"}
+    with pytest.raises(ValueError, match="'minigrad_div' already exists"):
+        ck.elementwise("T a", "T b", "b = a", "minigrad_div", types=ck.FLOATS)
+
+
 # --- the wiring: ops and optimizers on a device whose backend has the fused kernels ---------------
 @pytest.fixture
 def fused_calls(ck, monkeypatch):
@@ -310,6 +326,21 @@ def test_optimizer_steps_on_cuda_match_cpu(fused_calls, make_opt, kernel):
         assert np.abs(p_cpu.detach().numpy() - p0).max() > 1e-3  # the steps moved the parameters
         np.testing.assert_allclose(p_cuda.detach().numpy(), p_cpu.detach().numpy(), rtol=1e-5, atol=1e-6)
     assert fused_calls == ({kernel: 4 * 2} if kernel else {})  # 4 steps x (weight, bias), on 'cuda' only
+
+
+def test_gpu_kernel_check_launches_every_kernel(fused_calls):
+    """make gpu-check compares every kernel with NumPy only if its cases reach every wrapper: run them on
+    the emulated device with the fake-compiled kernels (float32/float64: what the fake compiles)."""
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "benchmarks"))
+    try:
+        import gpu_kernel_check
+    finally:
+        sys.path.pop(0)
+    for name, dtypes, fn in gpu_kernel_check.catalogue_cases():
+        fn("float32" if "float32" in dtypes.split() else "float64", "cuda")
+    assert set(fused_calls) == {"gelu", "gelu_backward", "softmax", "log_softmax", "softmax_backward",
+                                "log_softmax_backward", "cross_entropy_grad", "sgd_", "adam_", "amp_unscale_",
+                                "amp_cast_copy_"}
 
 
 def test_float16_is_computed_in_float32(ck):

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import minigrad as mg
+from cupy_calls import api  # tests/cupy_calls.py: records the calls for the real-CuPy check
 from minigrad.backend import cuda as backend_cuda
 from minigrad.errors import DeviceError
 
@@ -26,7 +27,7 @@ def _fake_cupy(count=None, error=None):
         if error is not None:
             raise error
         return count
-    runtime = types.SimpleNamespace(getDeviceCount=get_device_count)
+    runtime = types.SimpleNamespace(getDeviceCount=api("cupy.cuda.runtime.getDeviceCount")(get_device_count))
     return types.SimpleNamespace(cuda=types.SimpleNamespace(runtime=runtime))
 
 

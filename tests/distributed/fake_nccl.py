@@ -7,12 +7,17 @@ can check the order (the NCCL stream waits for an event of the compute stream, t
 NCCL stream, ``wait()`` makes the compute stream wait for the NCCL stream's event). The bytes move through
 mpi4py's COMM_WORLD when the world has several ranks (the job is started by mpiexec), or not at all in a
 world of one. Modelled on tests/backend/cupy_on_cpu.py. ``install()`` puts it into ``sys.modules``.
+Calls are recorded (tests/cupy_calls.py) for the check against the real CuPy (tests/cuda/test_cupy_api.py).
 """
 import ctypes
+import pathlib
 import sys
 import types
 
 import numpy as np
+
+sys.path.append(str(pathlib.Path(__file__).resolve().parents[1]))  # tests/: the call recorder
+from cupy_calls import api  # noqa: E402
 
 calls = []  # (what, details) in call order
 
@@ -37,10 +42,11 @@ def _mpi():
     return MPI
 
 
+@api("cupy.cuda.nccl.NcclCommunicator")
 class NcclCommunicator:
     def __init__(self, ndev, commId, rank):
-        if len(commId) != 128:
-            raise ValueError("NCCL unique id must be 128 chars")
+        if not isinstance(commId, bytes) or len(commId) != 128:   # CuPy 14: bytes (13: a tuple of ints)
+            raise TypeError("fake NCCL: the unique id must be 128 bytes")
         self.ndev, self.rank, self.id = ndev, rank, tuple(commId)
         self.world = _mpi().COMM_WORLD if ndev > 1 else None
         if self.world is not None and self.world.Get_size() != ndev:
@@ -105,11 +111,13 @@ class NcclCommunicator:
         calls.append(("destroy", None))
 
 
+@api("cupy.cuda.nccl.get_unique_id")
 def get_unique_id():
-    return tuple((i * 37) % 256 - 128 for i in range(128))  # 128 signed chars, as NCCL's
+    return bytes((i * 37) % 256 for i in range(128))  # 128 bytes, as CuPy >= 14 returns NCCL's id
 
 
 # --- streams and events --------------------------------------------------------------------------------
+@api("cupy.cuda.Stream")
 class Stream:
     _count = 0
 
@@ -129,6 +137,7 @@ class Stream:
         calls.append(("wait_event", (self.ptr, event.stream)))
 
 
+@api("cupy.cuda.Event")
 class Event:
     def __init__(self, disable_timing=False):
         self.stream = None
@@ -145,10 +154,12 @@ class Event:
 _current = [Stream(null=True)]
 
 
+@api("cupy.cuda.get_current_stream")
 def get_current_stream():
     return _current[-1]
 
 
+@api("cupy.cuda.Device")
 class Device:
     def __init__(self, index=0):
         self.id = index
@@ -160,13 +171,14 @@ class Device:
 def install():
     """Make ``import cupy`` / ``from cupy.cuda import nccl`` return this fake."""
     cupy = types.ModuleType("cupy")
+    cupy.__version__ = "14.2.0"   # the CuPy these fakes follow (make test-cuda checks them against it)
     cuda = types.ModuleType("cupy.cuda")
     nccl = sys.modules[__name__]
     cuda.nccl, cuda.Stream, cuda.Event, cuda.Device = nccl, Stream, Event, Device
     cuda.get_current_stream = get_current_stream
-    cuda.runtime = types.SimpleNamespace(getDeviceCount=lambda: 1)
+    cuda.runtime = types.SimpleNamespace(getDeviceCount=api("cupy.cuda.runtime.getDeviceCount")(lambda: 1))
     cupy.cuda = cuda
     for name in ("empty", "zeros", "stack", "ascontiguousarray", "divide"):
-        setattr(cupy, name, getattr(np, name))
+        setattr(cupy, name, api(f"cupy.{name}")(getattr(np, name)))
     sys.modules.update({"cupy": cupy, "cupy.cuda": cuda, "cupy.cuda.nccl": nccl})
     return cupy

@@ -93,6 +93,7 @@ def test_first_bucket_is_issued_while_backward_still_runs(job):
         assert [reduces[b]["issued"] for b in sorted(reduces)] == sorted(r["issued"] for r in reduces.values())
         for b, r in reduces.items():  # a bucket starts right after its last gradient is ready
             assert r["issued"] >= max(e["t"] for e in grads if e["bucket"] == b)
+            assert r["issued"] < r["returned"]  # stamped when handed over, before the backend's call
 
 
 def test_buffers_follow_rank0_at_every_forward(job):

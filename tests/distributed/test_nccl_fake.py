@@ -69,6 +69,26 @@ def test_cpu_tensors_and_bad_dtypes_are_refused(fake):
         dist.all_reduce(mg.tensor([True, False], device="cuda"))
 
 
+@needs_emulator
+def test_unique_id_reaches_ncclcommunicator_as_this_cupy_takes_it(fake, monkeypatch):
+    """CuPy >= 14: ``get_unique_id()`` gives bytes and NcclCommunicator takes bytes (the fake follows 14.2, and
+    make test-cuda checks it against the real signature); CuPy 13: a tuple of 128 signed chars, both ways."""
+    nccl, dist = fake
+    got = []
+
+    class Communicator13(nccl.NcclCommunicator):
+        def __init__(self, ndev, commId, rank):
+            got.append(commId)
+            super().__init__(ndev, bytes(b % 256 for b in commId), rank)
+
+    monkeypatch.setattr(sys.modules["cupy"], "__version__", "13.6.0")
+    monkeypatch.setattr(nccl, "get_unique_id", lambda: tuple(range(-64, 64)))
+    monkeypatch.setattr(nccl, "NcclCommunicator", Communicator13)
+    dist.destroy_process_group()
+    dist.init_process_group("nccl", rank=0, world_size=1, timeout=10)
+    assert got == [tuple(range(-64, 64))]
+
+
 @pytest.mark.mpi
 @needs_mpi
 @needs_emulator

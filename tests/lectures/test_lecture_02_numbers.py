@@ -163,12 +163,16 @@ def test_section4_timeline_is_a_sawtooth(pool):
     params = make_mlp([784, 256, 256, 10])
     state = [(mg.zeros_like(p), mg.zeros_like(p)) for p in params]
     x, y = mg.randn(128, 784), mg.randint(0, 10, (128,))
+    mem.empty_cache()
     mem.record_memory_history(True)
     for t in (1, 2, 3):
         with mem.label(f"step{t}"):
             train_step(params, state, x, y, t)
     events = mem.snapshot()["events"]
     mem.record_memory_history(False)
+    new_segments = {t: sum(e["action"] == "segment_alloc" and e["label"] == f"step{t}" for e in events)
+                    for t in (1, 2, 3)}
+    assert new_segments[1] > 0 and new_segments[2] == new_segments[3] == 0   # then every step is a cache hit
     ends = {}                          # allocated bytes after the last event of each step
     for e in events:
         ends[e["label"]] = e["allocated_bytes"]
@@ -232,3 +236,24 @@ def test_section5_malloc_trim_returns_released_segments_to_the_os():
         trim(0)
         assert released == 60 * MiB
         assert before - rss() >= 0.8 * released
+
+
+def test_section6_a_smaller_batch_peaks_higher_through_the_small_pool(pool):
+    """Batch 256's activations (512 KiB) are small-pool requests: new 2 MiB segments, while the large pool's
+    free room (which batch 1024's 2 MiB activations use) stays unused. So 256 peaks above 1024."""
+    mem.set_memory_limit(64 * MiB)
+    params = make_mlp([784, 512, 512, 512, 10])
+    state = [(mg.zeros_like(p), mg.zeros_like(p)) for p in params]
+
+    def try_batch(batch):
+        mem.empty_cache()
+        mem.reset_peak_memory_stats()
+        start = mem.memory_stats()
+        train_step(params, state, mg.randn(batch, 784), mg.randint(0, 10, (batch,)), 1)
+        s = mem.memory_stats()
+        return s["reserved_bytes.all.peak"], {p: s[f"reserved_bytes.{p}.peak"] - start[f"reserved_bytes.{p}.current"]
+                                              for p in ("small_pool", "large_pool")}
+
+    (r256, grew256), (r1024, grew1024) = try_batch(256), try_batch(1024)
+    assert r256 > r1024
+    assert grew256["small_pool"] > grew1024["small_pool"] and grew256["large_pool"] == grew1024["large_pool"] == 0

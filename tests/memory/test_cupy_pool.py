@@ -11,6 +11,7 @@ import types
 import pytest
 
 import minigrad.memory as mem
+from cupy_calls import api  # tests/cupy_calls.py: records the calls for the real-CuPy check
 from minigrad.memory import CachingAllocator, MiB, cupy_pool
 
 
@@ -27,6 +28,7 @@ class FakeGPU:
     fail_status = 2
 
 
+@api("cupy.cuda.Memory")
 class FakeMemory:
     """cupy.cuda.Memory: cudaMalloc on construction, cudaFree when it dies."""
 
@@ -52,6 +54,7 @@ class FakePointer:
             self.owner.free_func(self.ptr, self.device_id)
 
 
+@api("cupy.cuda.memory.PythonFunctionAllocator")
 class FakePythonFunctionAllocator:
     def __init__(self, malloc_func, free_func):
         self.malloc_func, self.free_func = malloc_func, free_func
@@ -60,6 +63,7 @@ class FakePythonFunctionAllocator:
         return FakePointer(self, size, fake_cupy.cuda.current_device)
 
 
+@api("cupy.cuda.Device")
 class FakeDevice:
     def __init__(self, i):
         self.i = i
@@ -81,9 +85,10 @@ fake_cupy.cuda = types.SimpleNamespace(
     runtime=types.SimpleNamespace(CUDARuntimeError=FakeCUDARuntimeError),
     memory=types.SimpleNamespace(PythonFunctionAllocator=FakePythonFunctionAllocator),
     _allocator=_default_allocator)
-fake_cupy.cuda.get_allocator = lambda: fake_cupy.cuda._allocator
-fake_cupy.cuda.set_allocator = lambda f: setattr(fake_cupy.cuda, "_allocator", f)
-fake_cupy.empty = lambda shape, dtype: ("cupy array", shape, dtype)
+fake_cupy.cuda.get_allocator = api("cupy.cuda.get_allocator")(lambda: fake_cupy.cuda._allocator)
+fake_cupy.cuda.set_allocator = api("cupy.cuda.set_allocator")(
+    lambda f: setattr(fake_cupy.cuda, "_allocator", f))
+fake_cupy.empty = api("cupy.empty")(lambda shape, dtype: ("cupy array", shape, dtype))
 
 
 @pytest.fixture

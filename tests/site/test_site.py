@@ -125,8 +125,13 @@ def test_links_to_repository_files_become_text_and_links_between_pages_stay():
     assert site_build.rewrite_links("[up](../README.md)", "docs/ARCHITECTURE.md", pages) == "[up](../README.md)"
 
 
+def _course_index(pages=None, title=None):
+    return site_build.course_index((ROOT / "site" / "index.md").read_text(), pages or site_build.PAGES,
+                                   title or site_build.notebook_title)
+
+
 def test_the_navigation_follows_the_course_map():
-    index = (ROOT / "site" / "index.md").read_text()
+    index = _course_index()
     toctree = re.findall(r"^(lectures/\S+|assignments/\S+)$", index, flags=re.M)
     lectures = sorted(p.stem for p in (ROOT / "lectures").glob("*.ipynb"))
     handouts = sorted(p.stem for p in (ROOT / "assignments").glob("*.ipynb"))
@@ -138,12 +143,34 @@ def test_the_navigation_follows_the_course_map():
     assert not [p for p in site_build.PAGES if p.startswith("solutions/")]
 
 
+def test_a_new_lecture_is_discovered_without_editing_the_index():
+    """Lectures 10-13 are added later: the navigation and the course map pick a new notebook up by itself."""
+    pages = site_build.PAGES + ["lectures/13_the_8gb_card.ipynb", "assignments/a11_capstone.ipynb"]
+    index = _course_index(pages, title=lambda page: "The 8 GB card" if "13_" in page else site_build.notebook_title(page))
+    assert "\nlectures/13_the_8gb_card\n```" in index and "\nassignments/a11_capstone\n```" in index
+    rows = [line for line in index.splitlines() if line.startswith("| ") and ".ipynb" in line]
+    assert rows[-1] == "| 13 | [The 8 GB card](lectures/13_the_8gb_card.ipynb) | — | — |"
+    assert site_build.notebook_title("lectures/09_eager_runtime.ipynb").startswith("The eager runtime")
+
+
+def _empty_nav_entries(html):
+    return re.findall(r'<a class="reference internal" href="([^"]*)">\s*</a>', html)
+
+
+@needs_sphinx
+def test_the_navigation_has_no_empty_entries(site):
+    for page in _pages(site):
+        assert not _empty_nav_entries((site / page).read_text()), f"{page}: empty entries in the navigation"
+
+
 # ---- in a browser --------------------------------------------------------------------------------------------------
 def _check_pages(browser, base, html_dir, search_word, lecture):
     problems = []
     for page in _pages(html_dir):
         errors = browser.open(base + page)
         problems += [f"{page}: {e}" for e in errors]
+        problems += [f"{page}: an empty navigation entry links to {href}"
+                     for href in _empty_nav_entries((Path(html_dir) / page).read_text())]
         if page.startswith("lectures/"):
             figures = browser.evaluate(
                 "Array.from(document.querySelectorAll('img')).map(i => [i.complete, i.naturalWidth, i.src])")
