@@ -9,14 +9,16 @@ is longer than CORE_LIMIT lines in all; prints the largest files and the core's 
 
 The limits, and why (docs/ARCHITECTURE.md repeats them):
 - FILE_LIMIT = 500: the largest files after the core-layout clean-up have about 480 lines.
-- CORE_LIMIT = 6500: the core had about 5,900 lines after the clean-up; the headroom is for the next
-  features' extension points, not for features (those live outside the core).
+- CORE_LIMIT = 6900: the core had about 5,900 lines after the clean-up (limit 6500 then); issue 24 added
+  the ops PyTorch programs call (sort/argsort/topk, roll, multinomial, l1/smooth_l1/huber/binary
+  cross-entropy losses) and inference_mode, about 340 lines. The headroom is for the next features'
+  extension points, not for features (those live outside the core).
 """
 import pathlib
 import sys
 
 FILE_LIMIT = 500
-CORE_LIMIT = 6500
+CORE_LIMIT = 6900
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 TREES = ("minigrad", "autograder")
 CORE = ("minigrad/tensor.py", "minigrad/_methods.py", "minigrad/errors.py", "minigrad/creation.py",
