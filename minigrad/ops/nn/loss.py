@@ -14,6 +14,7 @@ import numpy as np  # shape arithmetic only
 
 from ...autograd.function import Function
 from ...errors import ArgumentError, DTypeError, OpIndexError, ShapeError
+from .._args import quiet
 from ._util import check_dtype_like, check_reduction, check_tensors, save, saved
 from .activation import stable_sigmoid
 
@@ -35,6 +36,14 @@ def _reduce(xp, loss, reduction, denom=None):
     if n == 0:
         return xp.asarray(xp.nan, dtype=loss.dtype), 0.0
     return xp.asarray(total / n, dtype=loss.dtype), 1.0 / n
+
+
+def _weighted_reduce(ctx, xp, raw, weight, reduction):
+    """The elementwise loss times ``weight`` (if any), reduced; records what backward needs to scale by."""
+    loss = raw if weight is None else raw * weight
+    out, ctx.factor = _reduce(xp, loss, reduction)
+    ctx.reduction, ctx.loss_shape = reduction, loss.shape
+    return out
 
 
 def _grad_scale(grad, reduction, factor):
@@ -338,15 +347,12 @@ class BinaryCrossEntropy(Function):
         for label, arr in (("target", t), ("weight", weight)):
             check_dtype_like(ctx.name, label, arr, x)
         xp = ctx.xp
-        with np.errstate(divide="ignore"):   # log(0) = -inf, then clamped: PyTorch is silent here
+        with quiet():       # log(0) = -inf, then clamped: PyTorch is silent here
             log_x = xp.maximum(xp.log(x), -100.0)
             log_1mx = xp.maximum(xp.log1p(-x), -100.0)
         raw = -(t * log_x + (1.0 - t) * log_1mx)
-        loss = raw if weight is None else raw * weight
-        out, ctx.factor = _reduce(xp, loss, reduction)
-        ctx.reduction, ctx.loss_shape = reduction, loss.shape
         save(ctx, x, t, weight, log_x, log_1mx, raw)
-        return out
+        return _weighted_reduce(ctx, xp, raw, weight, reduction)
 
     @staticmethod
     def backward(ctx, grad):
@@ -392,11 +398,8 @@ class BinaryCrossEntropyWithLogits(Function):
         sp = xp.log1p(xp.exp(-xp.abs(x))) + xp.maximum(-x, 0)
         lw = None if pos_weight is None else 1.0 + (pos_weight - 1.0) * t
         raw = (1.0 - t) * x + (sp if lw is None else lw * sp)
-        loss = raw if weight is None else raw * weight
-        out, ctx.factor = _reduce(xp, loss, reduction)
-        ctx.reduction, ctx.loss_shape = reduction, loss.shape
         save(ctx, x, t, weight, pos_weight, sp, raw)
-        return out
+        return _weighted_reduce(ctx, xp, raw, weight, reduction)
 
     @staticmethod
     def backward(ctx, grad):
