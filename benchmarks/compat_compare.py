@@ -54,6 +54,8 @@ RUNS = [  # (label, folder, prepare, script, args, regex of the printed losses)
     ("polynomial nn", "polynomial", None, "polynomial_nn.py", [], r"(?m)^\d+ ([\d.]+)$"),
     ("mnist", "mnist", local_data.prepare_mnist, "../main.py",
      ["--epochs", "2", "--batch-size", "16", "--test-batch-size", "24", "--log-interval", "2"], r"Loss: ([\d.]+)"),
+    ("mnist RNN", "mnist_rnn", local_data.prepare_mnist, "../main.py",
+     ["--epochs", "2", "--batch-size", "16", "--test-batch-size", "24", "--log-interval", "2"], r"Loss: ([\d.]+)"),
     ("word LM Transformer", "word_language_model", local_data.prepare_word_language_model, "main.py",
      WLM + ["--model", "Transformer", "--use-optimizer", "--lr", "0.01"], r"(?:valid|test) loss\s+([\d.]+)"),
     ("word LM LSTM", "word_language_model", local_data.prepare_word_language_model, "main.py",
@@ -205,6 +207,10 @@ def lockstep_cases(steps):
     cases.append(_lockstep("mnist Net + Adadelta", mnist_build, mnist_batch,
                            lambda fw, m, x, y: fw.nn.functional.nll_loss(m(x), y),
                            lambda fw, m: fw.optim.Adadelta(m.parameters(), lr=1.0), steps))
+    rnn_mods = {fw: _load(fw, "mnist_rnn", "main.py") for fw in ("torch", "minigrad")}
+    cases.append(_lockstep("mnist LSTM + BatchNorm1d", lambda fw: rnn_mods[fw].Net().eval(), mnist_batch,
+                           lambda fw, m, x, y: fw.nn.functional.nll_loss(m(x), y),
+                           lambda fw, m: fw.optim.Adadelta(m.parameters(), lr=0.1), steps))
 
     # pytorch/examples word_language_model: RNNModel (LSTM, GRU, RNN_TANH) and TransformerModel, SGD + clipping
     wlm = {fw: _load(fw, "word_language_model", "model.py") for fw in ("torch", "minigrad")}

@@ -84,6 +84,16 @@ def test_mnist_example_trains_and_tests_with_adadelta_and_steplr(tmp_path):
     assert (Path(run_dir) / "mnist_cnn.pt").exists()
 
 
+@pytest.mark.xfail(strict=True, reason=PHASE_B.format("Tensor.view_as"))
+def test_mnist_rnn_example_lstm_batchnorm_and_dropout2d(tmp_path):
+    work = _copy("mnist_rnn", tmp_path)
+    run_dir = local_data.prepare_mnist(work)
+    out = _run(work / "main.py", ["--epochs", "2", "--batch-size", "16", "--test-batch-size", "24",
+                                  "--log-interval", "2"], run_dir)
+    assert len(_floats(r"Loss: ([\d.]+)", out)) == 6
+    assert len(re.findall(r"Test set: Average loss: [\d.]+, Accuracy: \d+/48", out)) == 2
+
+
 # --- pytorch/examples: word_language_model ------------------------------------------------------------------
 WLM_ARGS = ["--emsize", "16", "--nhid", "16", "--nlayers", "2", "--bptt", "8", "--batch_size", "4", "--epochs", "1",
             "--dry-run", "--nhead", "2"]

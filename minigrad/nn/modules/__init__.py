@@ -3,7 +3,7 @@ from .activation import GELU, LeakyReLU, LogSoftmax, ReLU, Sigmoid, SiLU, Softma
 from .attention import MultiheadAttention
 from .container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from .conv import Conv1d, Conv2d
-from .dropout import Dropout
+from .dropout import Dropout, Dropout1d, Dropout2d, Dropout3d
 from .embedding import Embedding
 from .flatten import Flatten, Unflatten
 from .linear import Identity, Linear
@@ -17,9 +17,10 @@ from .transformer_layers import (Transformer, TransformerDecoder, TransformerDec
                                  TransformerEncoderLayer)
 
 __all__ = ["AdaptiveAvgPool2d", "AvgPool1d", "AvgPool2d", "BCELoss", "BCEWithLogitsLoss", "BatchNorm1d",
-           "BatchNorm2d", "Conv1d", "Conv2d", "CrossEntropyLoss", "Dropout", "Embedding", "Flatten", "GELU", "GRU",
-           "GRUCell", "HuberLoss", "Identity", "L1Loss", "LSTM", "LSTMCell", "LayerNorm", "LeakyReLU", "Linear",
-           "LogSoftmax", "MSELoss", "MaxPool1d", "MaxPool2d", "ModuleDict", "ModuleList", "MultiheadAttention",
-           "NLLLoss", "ParameterDict", "ParameterList", "RNN", "RNNBase", "RNNCell", "RNNCellBase", "ReLU",
-           "Sequential", "SiLU", "Sigmoid", "SmoothL1Loss", "Softmax", "Tanh", "Transformer", "TransformerBlock",
-           "TransformerDecoder", "TransformerDecoderLayer", "TransformerEncoder", "TransformerEncoderLayer", "Unflatten"]
+           "BatchNorm2d", "Conv1d", "Conv2d", "CrossEntropyLoss", "Dropout", "Dropout1d", "Dropout2d", "Dropout3d",
+           "Embedding", "Flatten", "GELU", "GRU", "GRUCell", "HuberLoss", "Identity", "L1Loss", "LSTM", "LSTMCell",
+           "LayerNorm", "LeakyReLU", "Linear", "LogSoftmax", "MSELoss", "MaxPool1d", "MaxPool2d", "ModuleDict",
+           "ModuleList", "MultiheadAttention", "NLLLoss", "ParameterDict", "ParameterList", "RNN", "RNNBase",
+           "RNNCell", "RNNCellBase", "ReLU", "Sequential", "SiLU", "Sigmoid", "SmoothL1Loss", "Softmax", "Tanh",
+           "Transformer", "TransformerBlock", "TransformerDecoder", "TransformerDecoderLayer", "TransformerEncoder",
+           "TransformerEncoderLayer", "Unflatten"]
