@@ -49,23 +49,43 @@ NANO = ["config/train_shakespeare_char.py", "--device=cpu", "--compile=False", "
         "--dropout=0.0", "--eval_interval=2", "--max_iters=4"]
 MAKEMORE = ["-i", "names.txt", "-o", "out", "--max-steps", "3", "--num-workers", "0", "--n-layer", "2", "--n-embd",
             "16", "--n-embd2", "16", "--batch-size", "8", "--type"]
-RUNS = [  # (label, folder, prepare, script, args, regex of the printed losses)
+def _env():
+    env = {k: v for k, v in os.environ.items() if k != "MINIGRAD_EMULATE_CUDA"}
+    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):   # both frameworks: one BLAS
+        env.setdefault(var, "1")                                             # thread (fair, and no spinning)
+    env["PYTHONPATH"] = os.pathsep.join([str(SHIMS), str(ROOT)])
+    return env
+
+
+def _sine_data(work, prefix):
+    """time_sequence_prediction makes its data with its own script, saved by the framework that runs it."""
+    subprocess.run(prefix + ["generate_sine_wave.py"], cwd=work, env=_env(), check=True, capture_output=True)
+    return work
+
+
+def _local(prepare):
+    return lambda work, prefix: prepare(work)
+
+
+RUNS = [  # (label, folder, prepare(work, command prefix), script, args, regex of the printed losses)
     ("polynomial custom Function", "polynomial", None, "polynomial_custom_function.py", [], r"(?m)^\d+ ([\d.]+)$"),
     ("polynomial nn", "polynomial", None, "polynomial_nn.py", [], r"(?m)^\d+ ([\d.]+)$"),
-    ("mnist", "mnist", local_data.prepare_mnist, "../main.py",
+    ("mnist", "mnist", _local(local_data.prepare_mnist), "../main.py",
      ["--epochs", "2", "--batch-size", "16", "--test-batch-size", "24", "--log-interval", "2"], r"Loss: ([\d.]+)"),
-    ("mnist RNN", "mnist_rnn", local_data.prepare_mnist, "../main.py",
+    ("mnist RNN", "mnist_rnn", _local(local_data.prepare_mnist), "../main.py",
      ["--epochs", "2", "--batch-size", "16", "--test-batch-size", "24", "--log-interval", "2"], r"Loss: ([\d.]+)"),
-    ("word LM Transformer", "word_language_model", local_data.prepare_word_language_model, "main.py",
+    ("word LM Transformer", "word_language_model", _local(local_data.prepare_word_language_model), "main.py",
      WLM + ["--model", "Transformer", "--use-optimizer", "--lr", "0.01"], r"(?:valid|test) loss\s+([\d.]+)"),
-    ("word LM LSTM", "word_language_model", local_data.prepare_word_language_model, "main.py",
+    ("word LM LSTM", "word_language_model", _local(local_data.prepare_word_language_model), "main.py",
      WLM + ["--model", "LSTM", "--tied"], r"(?:valid|test) loss\s+([\d.]+)"),
-    ("word LM GRU", "word_language_model", local_data.prepare_word_language_model, "main.py",
+    ("word LM GRU", "word_language_model", _local(local_data.prepare_word_language_model), "main.py",
      WLM + ["--model", "GRU", "--tied"], r"(?:valid|test) loss\s+([\d.]+)"),
-    ("nanoGPT", "nanogpt", local_data.prepare_nanogpt, "train.py", NANO, r"iter \d+: loss ([\d.]+)"),
+    ("nanoGPT", "nanogpt", _local(local_data.prepare_nanogpt), "train.py", NANO, r"iter \d+: loss ([\d.]+)"),
     ("makemore transformer", "makemore", None, "makemore.py", MAKEMORE + ["transformer"], r"loss ([\d.]+) \|"),
     ("makemore gru", "makemore", None, "makemore.py", MAKEMORE + ["gru"], r"loss ([\d.]+) \|"),
     ("makemore bow", "makemore", None, "makemore.py", MAKEMORE + ["bow"], r"loss ([\d.]+) \|"),
+    ("time sequence LSTMCell + LBFGS", "time_sequence_prediction", _sine_data, "train.py", ["--steps", "1"],
+     r"(?m)^(?:test )?loss: ([\d.e-]+)$"),
 ]
 
 
@@ -73,12 +93,11 @@ def _run_program(framework, folder, prepare, script, args):
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp) / folder
         shutil.copytree(PROGRAMS / folder, work)
-        cwd = prepare(str(work)) if prepare is not None else str(work)
-        cmd = [sys.executable] + (["-m", "minigrad.as_torch"] if framework == "minigrad" else []) + [script] + args
-        env = {k: v for k, v in os.environ.items() if k != "MINIGRAD_EMULATE_CUDA"}
-        env["PYTHONPATH"] = os.pathsep.join([str(SHIMS), str(ROOT)])
+        prefix = [sys.executable] + (["-m", "minigrad.as_torch"] if framework == "minigrad" else [])
+        cwd = prepare(str(work), prefix) if prepare is not None else str(work)
         t0 = time.perf_counter()
-        proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=1800)
+        proc = subprocess.run(prefix + [script] + args, cwd=cwd, env=_env(), capture_output=True, text=True,
+                              timeout=1800)
         return proc, time.perf_counter() - t0
 
 
@@ -187,6 +206,32 @@ def _lockstep(label, build, batches, loss_fn, make_opt, steps, clip=None):
     return label, rows
 
 
+def _lockstep_lbfgs(label, build, x, y, steps):
+    """time_sequence_prediction's loop: LBFGS.step(closure) on MSE. Per step: the loss the step starts from,
+    and the parameters after it (relative difference in place of the gradients, which LBFGS consumes)."""
+    pt_model, mg_model = build("torch"), build("minigrad")
+    _copy_weights(pt_model, mg_model)
+    sides = []
+    for fw, model in ((torch, pt_model), (mg, mg_model)):
+        opt = fw.optim.LBFGS(model.parameters(), lr=0.8)
+        xt, yt = fw.tensor(x), fw.tensor(y)
+
+        def closure(fw=fw, model=model, opt=opt, xt=xt, yt=yt):
+            opt.zero_grad()
+            loss = fw.nn.functional.mse_loss(model(xt), yt)
+            loss.backward()
+            return loss
+        sides.append((model, opt, closure))
+    rows = []
+    for _ in range(steps):
+        losses = [float(opt.step(closure)) for _, opt, closure in sides]
+        mg_params = dict(mg_model.named_parameters())
+        worst = max(float(np.abs(_np(p) - _np(mg_params[n])).max() / (np.abs(_np(p)).max() + 1e-12))
+                    for n, p in pt_model.named_parameters())
+        rows.append((losses[0], abs(losses[0] - losses[1]) / abs(losses[0]), worst))
+    return label + " (params)", rows
+
+
 def lockstep_cases(steps):
     rng = np.random.default_rng(0)
     cases = []
@@ -211,6 +256,13 @@ def lockstep_cases(steps):
     cases.append(_lockstep("mnist LSTM + BatchNorm1d", lambda fw: rnn_mods[fw].Net().eval(), mnist_batch,
                            lambda fw, m, x, y: fw.nn.functional.nll_loss(m(x), y),
                            lambda fw, m: fw.optim.Adadelta(m.parameters(), lr=0.1), steps))
+
+    # pytorch/examples time_sequence_prediction: two LSTMCells in float64, LBFGS(lr=0.8) with a closure
+    ts = {fw: _load(fw, "time_sequence_prediction", "train.py") for fw in ("torch", "minigrad")}
+    t = np.arange(40) + rng.integers(-80, 80, (6, 1))
+    sine = np.sin(t / 20.0)
+    cases.append(_lockstep_lbfgs("time sequence LSTMCell + LBFGS", lambda fw: ts[fw].Sequence().double(),
+                                 sine[:, :-1], sine[:, 1:], min(steps, 3)))
 
     # pytorch/examples word_language_model: RNNModel (LSTM, GRU, RNN_TANH) and TransformerModel, SGD + clipping
     wlm = {fw: _load(fw, "word_language_model", "model.py") for fw in ("torch", "minigrad")}

@@ -29,6 +29,8 @@ PHASE_B = "needs the Tensor surface of issue 24's second part: {}"
 
 def _env():
     env = {k: v for k, v in os.environ.items() if k != "MINIGRAD_EMULATE_CUDA"}
+    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):   # small GEMMs: one thread,
+        env.setdefault(var, "1")                                             # no spinning on a busy machine
     env["PYTHONPATH"] = os.pathsep.join([str(SHIMS)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     return env
 
