@@ -39,6 +39,8 @@ from .amp import autocast  # noqa: E402
 from .cuda import amp as _cuda_amp  # noqa: E402,F401  (mg.cuda.amp: PyTorch's deprecated aliases)
 from .nn import parallel as _nn_parallel  # noqa: E402,F401  (mg.nn.parallel.DistributedDataParallel)
 from . import accelerator, backends  # noqa: E402  (PyTorch's device questions and library switches)
+from .legacy import (BoolTensor, ByteTensor, CharTensor, DoubleTensor, FloatTensor, HalfTensor,  # noqa: E402
+                     IntTensor, LongTensor, ShortTensor)
 from .random import Generator, default_generator, initial_seed, manual_seed, seed, get_rng_state, set_rng_state
 
 __version__ = "0.1.0"

@@ -99,3 +99,20 @@ def test_deprecated_cuda_amp_spellings_and_the_scaler_without_a_gpu(monkeypatch)
         ctx = mg.cuda.amp.autocast()
     assert ctx.device_type == "cuda"
     from minigrad.cuda.amp import GradScaler  # noqa: F401  (importable, as torch.cuda.amp)
+
+
+def test_legacy_variable_and_typed_constructors():
+    from minigrad.autograd import Variable
+    x = mg.ones(2)
+    v = Variable(x, requires_grad=True)
+    assert v.requires_grad and v is not x and isinstance(v, Variable) and isinstance(x, Variable)
+    assert not isinstance(np.ones(2), Variable)
+    with pytest.raises(TypeError, match="has to be a tensor"):
+        Variable([1.0])
+    idx = mg.LongTensor([3, 1])
+    assert idx.dtype == mg.int64 and idx.tolist() == [3, 1] and isinstance(idx, mg.LongTensor)
+    assert not isinstance(idx, mg.FloatTensor) and not isinstance(mg.ones(2), mg.LongTensor)
+    sized = mg.FloatTensor(2, 3)
+    assert tuple(sized.shape) == (2, 3) and sized.dtype == mg.float32
+    assert mg.LongTensor(6).zero_().view(-1, 2).tolist() == [[0, 0]] * 3     # word_language_model's export
+    assert mg.ByteTensor([1, 0]).dtype == mg.uint8 and mg.DoubleTensor([1]).dtype == mg.float64
