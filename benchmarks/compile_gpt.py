@@ -24,7 +24,7 @@ import numpy as np  # noqa: E402
 
 import minigrad as mg  # noqa: E402
 from minigrad import optim  # noqa: E402
-from minigrad.compile import fused_kernels  # noqa: E402
+from minigrad.compiler import fused_kernels  # noqa: E402
 from minigrad.examples.tiny_gpt import TinyGPT, lm_loss  # noqa: E402
 
 V = 65   # the characters of the tiny GPT's corpus

@@ -24,8 +24,8 @@ pin_threads(_THREADS)
 import numpy as np  # noqa: E402
 
 import minigrad as mg  # noqa: E402
-from minigrad.compile import fused_kernels  # noqa: E402
-from minigrad.compile.fusion import blocked  # noqa: E402
+from minigrad.compiler import fused_kernels  # noqa: E402
+from minigrad.compiler.fusion import blocked  # noqa: E402
 
 K = 0.7978845608028654
 

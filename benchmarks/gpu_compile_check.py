@@ -16,7 +16,7 @@ import numpy as np
 import minigrad as mg
 import minigrad.memory as mem
 import minigrad.nn.functional as F
-from minigrad.compile import fused_kernels
+from minigrad.compiler import fused_kernels
 
 CHAINS = {
     "gelu+norm": lambda x, b: (0.5 * x * (1.0 + (0.7978845608 * (x + 0.044715 * x ** 3.0)).tanh()) - b) * 1.5,

@@ -175,7 +175,7 @@ def check_compiled_bindings(failures, kernels=None):
 
 def check_fusion(dtypes, failures):
     """Part 3: each fusion case of the NVRTC check, compiled on 'cuda', against eager on 'cpu'."""
-    from minigrad.compile import fused_kernels
+    from minigrad.compiler import fused_kernels
     for case, fn in nvrtc_check._fusion_cases().items():
         for dt in dtypes:
             def run(device, compiled):

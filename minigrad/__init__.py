@@ -32,8 +32,10 @@ from .ops.nn.activation import log_softmax, relu, sigmoid, softmax, tanh  # torc
 from . import nn, optim, utils, datasets  # noqa: E402  (features on top of the core)
 from . import distributed  # noqa: E402  (mpi4py / CuPy are imported only when a process group starts)
 from . import profiler  # noqa: E402  (a feature: times ops through the extension points)
-from . import compile  # noqa: E402,A004  (callable: mg.compile(fn); shadows the builtin only in this namespace)
+from .compiler import compile  # noqa: E402,A004  (a function, as torch.compile; shadows the builtin only here)
 from .serialization import CheckpointError, load, save  # noqa: E402
+from .safetensors_io import load_safetensors, save_safetensors  # noqa: E402  (the library is imported on use)
+from . import inference  # noqa: E402  (KV cache, paged pool, continuous batching, int8 weights)
 from . import amp  # noqa: E402  (a feature layer)
 from .amp import autocast  # noqa: E402
 from .cuda import amp as _cuda_amp  # noqa: E402,F401  (mg.cuda.amp: PyTorch's deprecated aliases)

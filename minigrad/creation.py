@@ -2,6 +2,7 @@
 ``empty`` (the memory pool's hook); random values are drawn on the host from a seeded Generator."""
 import numpy as np
 
+from .autograd.extensions import outside_apply
 from .backend import dtypes
 from .backend.device import device as _device, get_backend
 from .errors import ArgumentError, DTypeError
@@ -28,18 +29,22 @@ def _new(shape, dtype, device, requires_grad, fill=None):
     return t.requires_grad_(True) if requires_grad else t
 
 
+@outside_apply
 def empty(*size, dtype=None, device=None, requires_grad=False):
     return _new(_shape(size), dtype, device, requires_grad)
 
 
+@outside_apply
 def zeros(*size, dtype=None, device=None, requires_grad=False):
     return _new(_shape(size), dtype, device, requires_grad, 0)
 
 
+@outside_apply
 def ones(*size, dtype=None, device=None, requires_grad=False):
     return _new(_shape(size), dtype, device, requires_grad, 1)
 
 
+@outside_apply
 def full(size, fill_value, dtype=None, device=None, requires_grad=False):
     if dtype is None:
         dtype = dtypes.bool_ if isinstance(fill_value, bool) else \
@@ -52,21 +57,25 @@ def _like(t, dtype, device):
     return (dtype if dtype is not None else t.dtype), (device if device is not None else t.device)
 
 
+@outside_apply
 def empty_like(t, dtype=None, device=None, requires_grad=False):
     d, dev = _like(t, dtype, device)
     return _new(t.shape, d, dev, requires_grad)
 
 
+@outside_apply
 def zeros_like(t, dtype=None, device=None, requires_grad=False):
     d, dev = _like(t, dtype, device)
     return _new(t.shape, d, dev, requires_grad, 0)
 
 
+@outside_apply
 def ones_like(t, dtype=None, device=None, requires_grad=False):
     d, dev = _like(t, dtype, device)
     return _new(t.shape, d, dev, requires_grad, 1)
 
 
+@outside_apply
 def full_like(t, fill_value, dtype=None, device=None, requires_grad=False):
     d, dev = _like(t, dtype, device)
     return _new(t.shape, d, dev, requires_grad, fill_value)
@@ -76,6 +85,7 @@ def _from_host(host, dtype, device, requires_grad):
     return tensor(host, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
+@outside_apply
 def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False):
     if end is None:
         start, end = 0, start
@@ -86,10 +96,12 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
     return _from_host(np.arange(start, end, step), dt, device, requires_grad)
 
 
+@outside_apply
 def linspace(start, end, steps, dtype=None, device=None, requires_grad=False):
     return _from_host(np.linspace(start, end, steps), dtype or dtypes.default_float, device, requires_grad)
 
 
+@outside_apply
 def eye(n, m=None, dtype=None, device=None, requires_grad=False):
     return _from_host(np.eye(n, m), dtype or dtypes.default_float, device, requires_grad)
 
@@ -101,18 +113,21 @@ def _float_dtype(dtype, op):
     return dt
 
 
+@outside_apply
 def rand(*size, generator=None, dtype=None, device=None, requires_grad=False):
     dtype = _float_dtype(dtype, "rand")
     host = host_rng(generator).random(_shape(size))
     return _from_host(host, dtype or dtypes.default_float, device, requires_grad)
 
 
+@outside_apply
 def randn(*size, generator=None, dtype=None, device=None, requires_grad=False):
     dtype = _float_dtype(dtype, "randn")
     host = host_rng(generator).standard_normal(_shape(size))
     return _from_host(host, dtype or dtypes.default_float, device, requires_grad)
 
 
+@outside_apply
 def randint(low, high=None, size=None, generator=None, dtype=None, device=None):
     if size is None and isinstance(high, (tuple, list)):  # randint(high, size), as in PyTorch
         low, high, size = 0, low, high
@@ -126,10 +141,12 @@ def randint(low, high=None, size=None, generator=None, dtype=None, device=None):
     return _from_host(host, dtype or dtypes.int64, device, False)
 
 
+@outside_apply
 def randperm(n, generator=None, dtype=None, device=None):
     return _from_host(host_rng(generator).permutation(n), dtype or dtypes.int64, device, False)
 
 
+@outside_apply
 def multinomial(input, num_samples, replacement=False, *, generator=None):
     """Draw ``num_samples`` category indices per row of ``input`` (1-D or 2-D non-negative weights, not
     necessarily normalised); int64, on ``input``'s device. Without replacement a category is drawn at
@@ -161,21 +178,25 @@ def multinomial(input, num_samples, replacement=False, *, generator=None):
     return _from_host(out.reshape(n) if w.ndim == 1 else out, dtypes.int64, input.device, False)
 
 
+@outside_apply
 def rand_like(t, generator=None, dtype=None, device=None, requires_grad=False):
     d, dev = _like(t, dtype, device)
     return rand(*t.shape, generator=generator, dtype=d, device=dev, requires_grad=requires_grad)
 
 
+@outside_apply
 def randn_like(t, generator=None, dtype=None, device=None, requires_grad=False):
     d, dev = _like(t, dtype, device)
     return randn(*t.shape, generator=generator, dtype=d, device=dev, requires_grad=requires_grad)
 
 
+@outside_apply
 def from_numpy(array):
     """A tensor with ``array``'s values and dtype (copied: minigrad storage belongs to the backend)."""
     return tensor(np.asarray(array))
 
 
+@outside_apply
 def as_tensor(data, dtype=None, device=None):
     if isinstance(data, Tensor) and (dtype is None or data.dtype == dtypes.to_dtype(dtype)) and \
             (device is None or data.device == _device(device)):

@@ -214,13 +214,19 @@ def save(obj, f, *, compress=False):
         _write_archive(f, meta_bytes, enc.arrays, compress)
         return
 
+    atomic_write(f, lambda fh: _write_archive(fh, meta_bytes, enc.arrays, compress))
+
+
+def atomic_write(f, write):
+    """Call ``write(fileobj)`` on a temporary file beside path ``f``, fsync it and ``os.replace`` it over
+    ``f``: a crash half-way leaves the previous file untouched (used by ``save`` and ``save_safetensors``)."""
     path = os.path.realpath(os.fspath(f))
     directory = os.path.dirname(path)
     mode = _new_file_mode(path)
     fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=directory)
     try:
         with os.fdopen(fd, "wb") as fh:
-            _write_archive(fh, meta_bytes, enc.arrays, compress)
+            write(fh)
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp, mode)

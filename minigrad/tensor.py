@@ -10,7 +10,7 @@ bound onto the class in ``_methods.py``: ops create Tensors, so tensor.py must n
 """
 import numpy as np
 
-from .autograd import engine as _engine, grad_mode
+from .autograd import engine as _engine, extensions as _ext, grad_mode
 from .autograd.function import AccumulateGrad, VersionCounter, bind_tensor_class
 from .backend import dtypes
 from .backend.device import CPU, device as _device, get_backend
@@ -115,12 +115,16 @@ class Tensor:
 
     # --- conversion -------------------------------------------------------------------------------
     def numpy(self):
+        if _ext.state.host_reads:
+            _ext.host_read(self, "numpy")
         if self.requires_grad and grad_mode.is_grad_enabled():
             raise AutogradError("numpy(): can't call numpy() on a tensor that requires grad; "
                                 "use tensor.detach().numpy()")
         return self.device.backend.to_host(self.data) if self.device is not CPU else self.data
 
     def item(self):
+        if _ext.state.host_reads:
+            _ext.host_read(self, "item")
         if self.data.size != 1:
             raise ShapeError(f"item(): only one-element tensors can be converted to Python scalars "
                              f"(shape {tuple(self.shape)})")
@@ -128,30 +132,44 @@ class Tensor:
             get_backend(self.device).to_host(self.data).reshape(()).item()
 
     def tolist(self):
+        if _ext.state.host_reads:
+            _ext.host_read(self, "tolist")
         return get_backend(self.device).to_host(self.data).tolist()
 
     def __array__(self, dtype=None, copy=None):
+        if _ext.state.host_reads:
+            _ext.host_read(self, "array")
         arr = get_backend(self.device).to_host(self.data)
         return arr if dtype is None else arr.astype(dtype, copy=False)
 
     def __float__(self):
+        if _ext.state.host_reads:
+            _ext.host_read(self, "float")
         return float(self.item())
 
     def __int__(self):
+        if _ext.state.host_reads:
+            _ext.host_read(self, "int")
         return int(self.item())
 
     def __index__(self):
+        if _ext.state.host_reads:
+            _ext.host_read(self, "index")
         if self.data.dtype.kind not in "iub" or self.data.size != 1:
             raise TypeError("only integer tensors of a single element can be converted to an index")
         return int(self.item())
 
     def __bool__(self):
+        if _ext.state.host_reads:
+            _ext.host_read(self, "bool")
         if self.data.size != 1:
             raise ShapeError(f"bool(): the truth value of a tensor with {self.data.size} elements is ambiguous "
                              f"(shape {tuple(self.shape)}); use .any() or .all()")
         return bool(self.item())
 
     def __repr__(self):
+        if _ext.state.host_reads:
+            _ext.host_read(self, "repr")
         arr = get_backend(self.device).to_host(self.data)
         body = np.array2string(arr, separator=", ", prefix="tensor(", precision=4,
                                threshold=200, edgeitems=3)
@@ -187,6 +205,7 @@ class Tensor:
         self.requires_grad = requires_grad
         return self
 
+    @_ext.outside_apply
     def detach(self):
         """Same storage, cut from the graph (shares the version counter, like PyTorch)."""
         t = Tensor._make(self.data, self.device)
@@ -300,6 +319,7 @@ def _default_dtype_for(host):
     raise DTypeError(f"tensor: cannot make a tensor from data of dtype {host.dtype}")
 
 
+@_ext.outside_apply
 def tensor(data, dtype=None, device=None, requires_grad=False):
     """A new tensor holding a copy of ``data`` (nested lists, numbers, NumPy arrays, Tensors).
 

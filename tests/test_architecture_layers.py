@@ -14,7 +14,7 @@ PKG = ROOT / "minigrad"
 CORE = ("minigrad.tensor", "minigrad._methods", "minigrad.autograd", "minigrad.ops", "minigrad.backend",
         "minigrad.errors", "minigrad.creation", "minigrad.random")
 FEATURES = ("minigrad.nn", "minigrad.optim", "minigrad.memory", "minigrad.amp", "minigrad.distributed",
-            "minigrad.compile", "minigrad.profiler", "minigrad.utils", "minigrad.datasets",
+            "minigrad.compiler", "minigrad.profiler", "minigrad.utils", "minigrad.datasets",
             "minigrad.examples", "minigrad.serialization", "autograder", "tools")
 
 

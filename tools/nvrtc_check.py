@@ -152,7 +152,7 @@ def _fusion_cases():
 def fusion_kernels(dtypes=FLOAT_DTYPES):
     """[(case, dtype, FusedKernel)] for every case of ``_fusion_cases`` in every dtype, traced on the CPU."""
     import minigrad as mg
-    from minigrad.compile import fused_kernels
+    from minigrad.compiler import fused_kernels
     out = []
     for case, fn in _fusion_cases().items():
         for dt in dtypes:

@@ -16,6 +16,10 @@ point                 signature                                      used by
                                                                      adopts, anomaly mode checks,
                                                                      checkpointing numbers ops and replays
 ``backward_wrappers`` ``fn(node, grad, run) -> input grads``         the same, for each node's backward
+``outside_apply_wrappers``  ``fn(function, args, kwargs, run) -> result``  graph capture records, and
+                      piecewise replay runs, the calls of core functions marked ``@outside_apply`` (below)
+``host_reads``        ``fn(tensor, what) -> None``                   graph capture ends a graph there (a
+                                                                     graph break); replay computes a value
 post-accumulate-grad  ``Tensor.register_post_accumulate_grad_hook``  DDP launches a bucket's all-reduce
 end of backward       ``engine.queue_callback(fn)``                  DDP waits for its all-reduces
 ====================  =============================================  =====================================
@@ -36,11 +40,14 @@ a wrapper that counts ops (what the profiler does, with timings)::
         model(x)
 """
 import contextlib
+import functools
 
 
 class _State:
     forward = False   # True while any forward-side registry below is non-empty
     backward = False  # True while any backward wrapper is registered
+    outside_apply = False  # True while any outside_apply wrapper is registered
+    host_reads = False  # True while any host-read listener is registered
 
 
 state = _State()
@@ -98,6 +105,8 @@ class _Handle:
 input_casts = Registry("input_casts")
 forward_wrappers = Registry("forward_wrappers")
 backward_wrappers = Registry("backward_wrappers")
+outside_apply_wrappers = Registry("outside_apply_wrappers")
+host_reads = Registry("host_reads")
 _saved_hooks = []  # stack of (pack, unpack) pairs; Function.save_for_backward reads the top one
 
 
@@ -135,6 +144,8 @@ def _refresh():
     forward = bool(input_casts or forward_wrappers)
     changed, state.forward = forward != state.forward, forward
     state.backward = bool(backward_wrappers)
+    state.outside_apply = bool(outside_apply_wrappers)
+    state.host_reads = bool(host_reads)
     if changed:
         for fn in _forward_listeners:
             fn(forward)
@@ -163,3 +174,29 @@ def _chain(wrappers, head, innermost):
 
 def _bind(wrap, head, run):
     return lambda: wrap(*head, run)
+
+
+# --- what Function.apply does not show: tensors made outside it, and reads of a tensor's values ----------
+def outside_apply(fn):
+    """Mark a core function that does work ``Function.apply`` does not show: it makes tensors without it
+    (``mg.zeros``, ``mg.randn``, ``mg.tensor``, ``x > 0``, ``x.detach()``, ``argmax``, ``max(dim)``'s
+    indices) or changes its arguments after an op (``batch_norm``'s running statistics).
+
+    While an ``outside_apply_wrappers`` callback is registered, each call runs inside the callbacks as an op
+    runs inside ``forward_wrappers``: ``wrap(function, args, kwargs, run)``, ``function`` being the marked
+    (public) function, so that a call can be recorded and replayed. Otherwise it costs one flag check."""
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        if not state.outside_apply:
+            return fn(*args, **kwargs)
+        return _chain(outside_apply_wrappers.callbacks, (call, args, kwargs), lambda: fn(*args, **kwargs))()
+    return call
+
+
+def host_read(tensor, what):
+    """Tell the ``host_reads`` listeners that Python is about to read ``tensor``'s values on the host
+    (``what``: 'item', 'numpy', 'tolist', 'array', 'bool', 'float', 'int', 'index', 'repr'). Called by
+    those Tensor methods when ``state.host_reads`` is set; ``bool(t)`` calls ``t.item()``, so a listener
+    may hear one read twice."""
+    for fn in list(host_reads.callbacks):
+        fn(tensor, what)

@@ -12,15 +12,17 @@ clipping (``nn.utils.clip_grad_norm_``). Train and validation losses are estimat
 ``--eval-interval`` steps on fixed batches, so the curve is comparable from point to point.
 
 Writes ``<out>/tiny_gpt.png`` (loss curves), ``<out>/tiny_gpt.npz`` (a checkpoint, reloaded into a fresh
-model to check it gives the same validation loss) and ``<out>/tiny_gpt_sample.txt`` (the generated text).
+model to check it gives the same validation loss) and ``<out>/tiny_gpt_sample.txt`` (the generated text,
+sampled through the KV cache: ``minigrad.inference.generate``).
 """
 import math
 import os
+import time
 
 import numpy as np
 
 import minigrad as mg
-from minigrad import nn
+from minigrad import inference as infer, nn
 from minigrad.datasets import load_text_corpus
 from minigrad.errors import ShapeError
 from minigrad.nn import functional as F
@@ -47,14 +49,19 @@ class TinyGPT(nn.Module):
             if name.endswith("weight") and p.ndim == 2:
                 nn.init.normal_(p, 0.0, 0.02)
 
-    def forward(self, idx):
+    def forward(self, idx, kv_cache=None):
+        """``kv_cache`` (inference, ``minigrad.inference``): ``idx`` holds only the new tokens; the cache
+        gives their positions and each block its layer's cache (incremental decoding)."""
         N, T = idx.shape
-        if T > self.block_size:
-            raise ShapeError(f"TinyGPT: sequence of {T} tokens is longer than block_size={self.block_size}")
-        pos = mg.arange(T, device=idx.device)
-        x = self.drop(self.tok_emb(idx) + self.pos_emb(pos))     # (N, T, d) + (T, d)
-        for block in self.blocks:
-            x = block(x)
+        if kv_cache is None:
+            if T > self.block_size:
+                raise ShapeError(f"TinyGPT: sequence of {T} tokens is longer than block_size={self.block_size}")
+            pos = mg.arange(T, device=idx.device)
+        else:
+            pos = kv_cache.position_ids(T)                        # (T,) or (N, T): after the cached ones
+        x = self.drop(self.tok_emb(idx) + self.pos_emb(pos))     # (N, T, d) + (T, d) or (N, T, d)
+        for i, block in enumerate(self.blocks):
+            x = block(x, kv_cache=None if kv_cache is None else kv_cache.layer(i))
         return self.head(self.ln_f(x))
 
 
@@ -78,26 +85,14 @@ def estimate_loss(model, corpus, split, *, batches, batch_size, block_size, seed
     return total / batches
 
 
-def generate(model, ids, max_new_tokens, *, temperature=1.0, top_k=None, rng=None):
-    """Sample ``max_new_tokens`` ids after the prompt ``ids`` one at a time (no KV cache: each step reruns
-    the last ``block_size`` ids). ``temperature`` < 1 sharpens the distribution; ``top_k`` keeps only the
-    k most likely characters."""
-    rng = np.random.default_rng(0) if rng is None else rng
-    device = next(model.parameters()).device
-    ids = list(ids)
-    was_training = model.training
-    model.eval()
-    with mg.no_grad():
-        for _ in range(max_new_tokens):
-            context = mg.tensor([ids[-model.block_size:]], device=device)
-            logits = model(context)[0, -1].cpu().numpy().astype(np.float64) / max(temperature, 1e-8)
-            if top_k is not None and top_k < len(logits):
-                kth = np.partition(logits, -top_k)[-top_k]
-                logits[logits < kth] = -np.inf
-            p = np.exp(logits - logits.max())
-            ids.append(int(rng.choice(len(p), p=p / p.sum())))
-    model.train(was_training)
-    return ids
+def generate(model, ids, max_new_tokens, *, temperature=1.0, top_k=None, top_p=None, seed=0, use_cache=True):
+    """Sample ``max_new_tokens`` ids after the prompt ``ids`` through the KV cache
+    (``minigrad.inference.generate``). Past the context (``block_size``) the cache restarts from the last
+    half of it (``context_shift``). ``temperature`` < 1 sharpens the distribution (0: greedy); ``top_k`` /
+    ``top_p`` keep only the most likely characters; ``seed`` makes the sample repeatable."""
+    out = infer.generate(model, [list(ids)], max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
+                         seed=seed, use_cache=use_cache, context_shift=True)
+    return out[0].tolist()
 
 
 def param_groups(model, weight_decay):
@@ -201,11 +196,12 @@ def run(args):
         extra={"step": args.steps, "vocab": "".join(corpus.chars), "val_loss": final_val,
                "args": plain_args(args)})
 
-    sample = ""
+    sample, gen_tok_s = "", 0.0
     if args.sample_len > 0:
-        rng = np.random.default_rng(args.seed)
+        t0 = time.perf_counter()
         ids = generate(model, corpus.encode(args.prompt), args.sample_len, temperature=args.temperature,
-                       top_k=args.top_k, rng=rng)
+                       top_k=args.top_k, seed=args.seed)
+        gen_tok_s = args.sample_len / max(time.perf_counter() - t0, 1e-9)
         sample = corpus.decode(ids)
         with open(os.path.join(out, "tiny_gpt_sample.txt"), "w", encoding="utf-8") as f:
             f.write(sample + "\n")
@@ -217,7 +213,7 @@ def run(args):
         "first_loss": step_losses[0], "final_loss": float(np.mean(step_losses[-max(1, min(20, args.steps // 5)):])),
         "first_val_loss": evals[0][2], "val_loss": final_val, "train_loss_estimate": evals[-1][1],
         "reloaded_val_loss": reloaded_val, "sample": sample, "png": png, "checkpoint": ckpt,
-        "checkpoint_bytes": ckpt_bytes,
+        "checkpoint_bytes": ckpt_bytes, "generate_tokens_per_s": gen_tok_s,
     }
     if not finite(metrics["final_loss"], metrics["val_loss"]):
         raise RuntimeError(f"tiny_gpt: training diverged (final loss {metrics['final_loss']}, val loss "
@@ -226,7 +222,8 @@ def run(args):
           f"{evals[0][2]:.3f} -> {final_val:.3f} (reloaded checkpoint: {reloaded_val:.3f}), {timer.seconds:.1f} s, "
           f"{metrics['tokens_per_s']:,.0f} tokens/s -> {png}, {ckpt}")
     if sample:
-        print("--- sample (temperature {}, top-k {}) ---\n{}\n---".format(args.temperature, args.top_k, sample))
+        print(f"--- sample (temperature {args.temperature}, top-k {args.top_k}; generated through the KV cache "
+              f"at {gen_tok_s:,.0f} tokens/s) ---\n{sample}\n---")
     return metrics
 
 

@@ -4,6 +4,7 @@ They compute on the arrays directly (no Function: nothing to record) and wrap th
 (``_args.wrap``). ``floor_divide`` and ``remainder`` are computed the same way: minigrad does not
 differentiate them.
 """
+from ..autograd.extensions import outside_apply
 from ..errors import ArgumentError, DTypeError, ShapeError
 from ..tensor import Tensor
 from ._args import norm_dims, operand_data, wrap
@@ -25,7 +26,7 @@ def _binary(np_name):
                 from None
         return wrap(res, a.device)
     fn.__name__ = fn.__qualname__ = np_name
-    return fn
+    return outside_apply(fn)
 
 
 lt = less = _binary("less")
@@ -41,32 +42,39 @@ floor_divide = _binary("floor_divide")
 remainder = _binary("remainder")
 
 
+@outside_apply
 def logical_not(a):
     if a.data.dtype.kind != "b":
         raise DTypeError(f"logical_not (~): expected a bool tensor, got {a.dtype}")
     return wrap(~a.data, a.device)
 
 
+@outside_apply
 def isnan(a):
     return wrap(a.device.xp.isnan(a.data), a.device)
 
 
+@outside_apply
 def isinf(a):
     return wrap(a.device.xp.isinf(a.data), a.device)
 
 
+@outside_apply
 def isfinite(a):
     return wrap(a.device.xp.isfinite(a.data), a.device)
 
 
+@outside_apply
 def sign(a):
     return wrap(a.data.copy() if a.data.dtype.kind == "b" else a.device.xp.sign(a.data), a.device)
 
 
+@outside_apply
 def all(a, dim=None, keepdim=False):
     return wrap(a.device.xp.all(a.data, axis=norm_dims(dim, a.ndim, "all"), keepdims=keepdim), a.device)
 
 
+@outside_apply
 def any(a, dim=None, keepdim=False):
     return wrap(a.device.xp.any(a.data, axis=norm_dims(dim, a.ndim, "any"), keepdims=keepdim), a.device)
 

@@ -7,6 +7,7 @@ PyTorch has and NumPy lacks: an int tensor with a Python float (or int / int) gi
 """
 import math
 
+from ..autograd.extensions import outside_apply
 from ..autograd.function import Function
 from ..backend import dtypes
 from ..errors import ArgumentError, DTypeError
@@ -391,6 +392,7 @@ class Where(Function):
                 ctx.xp.where(cond, zero, grad) if need_b else None)
 
 
+@outside_apply
 def where(condition, a, b):
     """``a`` where ``condition`` (a bool tensor) holds, else ``b``; numbers broadcast."""
     ref = next((x for x in (a, b, condition) if isinstance(x, Tensor)), None)

@@ -7,6 +7,7 @@ import numbers
 
 import numpy as np
 
+from ..autograd.extensions import outside_apply
 from ..autograd.function import Function
 from ..errors import DeviceError, DTypeError, OpIndexError, ShapeError
 from ..tensor import Tensor
@@ -202,6 +203,7 @@ def masked_fill(a, mask, value):
     return MaskedFill.apply(a, mask, value=value)
 
 
+@outside_apply
 def one_hot(t, num_classes=-1):
     """(…,) int64 class indices -> (…, num_classes) int64 one-hot rows (no gradient)."""
     if t.data.dtype.kind not in "iu":

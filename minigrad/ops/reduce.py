@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 
+from ..autograd.extensions import outside_apply
 from ..autograd.function import Function
 from ..backend import dtypes
 from ..errors import ArgumentError, DTypeError, ShapeError
@@ -183,11 +184,13 @@ def _max_min(a, dim, keepdim, axis, keepdims, other, op):
     return (MinResult if take_min else MaxResult)(values, indices)
 
 
+@outside_apply
 def max(a, dim=None, keepdim=False, *, axis=None, keepdims=None, other=None):
     """``max(a)`` → scalar; ``max(a, dim)`` → (values, indices); ``max(a, b)`` → maximum."""
     return _max_min(a, dim, keepdim, axis, keepdims, other, "max")
 
 
+@outside_apply
 def min(a, dim=None, keepdim=False, *, axis=None, keepdims=None, other=None):
     """``min(a)`` → scalar; ``min(a, dim)`` → (values, indices); ``min(a, b)`` → minimum."""
     return _max_min(a, dim, keepdim, axis, keepdims, other, "min")
@@ -218,10 +221,12 @@ def _arg_reduce(a, dim, keepdim, axis, op):
     return wrap(res.astype(np.int64, copy=False), a.device)
 
 
+@outside_apply
 def argmax(a, dim=None, keepdim=False, *, axis=None):
     return _arg_reduce(a, dim, keepdim, axis, "argmax")
 
 
+@outside_apply
 def argmin(a, dim=None, keepdim=False, *, axis=None):
     return _arg_reduce(a, dim, keepdim, axis, "argmin")
 

@@ -6,6 +6,7 @@ import itertools
 import math
 
 from ..autograd import grad_mode
+from ..autograd.extensions import outside_apply
 from ..autograd.function import Function
 from ..backend import dtypes
 from ..errors import ArgumentError, AutogradError, OpIndexError, ShapeError
@@ -46,6 +47,7 @@ def reshape(a, *shape):
     return share_version(Reshape.apply(a, shape=shape), a)
 
 
+@outside_apply
 def view(a, *shape):
     """``view(*shape)`` is ``reshape``; ``view(dtype)`` reinterprets the bits (see ``_view_as_dtype``)."""
     if len(shape) == 1 and not isinstance(shape[0], (tuple, list, int)):

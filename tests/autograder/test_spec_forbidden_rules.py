@@ -26,7 +26,7 @@ CASES = [
      "class DistributedDataParallel:\n    pass\n\nm = DistributedDataParallel()"),
     ("a7", "part2", "a7-fuse", "f = mg.compile(lambda x: x * 2.0)",              # the exact-name rule
      "def compile(fn):\n    return fn\n\ng = mg.compile.ir.Graph([], None)\nf = compile(g)"),
-    ("a7", "part1", "a7-chains", "from minigrad.compile import find_chains", "from minigrad.compile import Graph"),
+    ("a7", "part1", "a7-chains", "from minigrad.compiler import find_chains", "from minigrad.compiler import Graph"),
 ]
 
 

@@ -9,7 +9,7 @@ import pytest
 import cupy_on_cpu  # tests/backend/cupy_on_cpu.py (pytest puts this directory on sys.path)
 import minigrad as mg
 import minigrad.nn.functional as F
-from minigrad.compile import FusedElementwise, fused_kernels
+from minigrad.compiler import FusedElementwise, fused_kernels
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ to compile the kernels on CPU")
 

@@ -7,7 +7,7 @@ import pathlib
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CONSTRUCTORS = {"ElementwiseKernel", "RawKernel", "ReductionKernel", "RawModule"}
 ALLOWED = {"minigrad/backend/cuda_kernels.py": {"elementwise", "raw"},     # the factories, nowhere else there
-           "minigrad/compile/fusion/kernel.py": None}                      # the generator (enumerated by the check)
+           "minigrad/compiler/fusion/kernel.py": None}                      # the generator (enumerated by the check)
 
 
 def kernel_constructions(root):

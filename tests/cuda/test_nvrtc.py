@@ -29,7 +29,7 @@ def test_every_kernel_minigrad_generates_compiles(sources, record_property):
 def test_fusion_cases_cover_every_fusible_op():
     """Each op of the fusion table is in some chain the check compiles, in float32 and float64 (float16
     chains emit no kernel today; the day they do, the check compiles them too)."""
-    from minigrad.compile.fusion import RULES
+    from minigrad.compiler.fusion import RULES
     table = {getattr(op, "name", None) or op.__name__ for op in RULES}
     compiled = {}
     for case, dt, kernel in nvrtc_check.fusion_kernels():

@@ -71,6 +71,7 @@ def test_tiny_gpt_smoke(tmp_path):
     assert m["val_loss"] < m["first_val_loss"] and m["final_loss"] < m["first_loss"]
     assert m["reloaded_val_loss"] == m["val_loss"]
     assert m["sample"].startswith("CYNIC, n.  ") and len(m["sample"]) == len("CYNIC, n.  ") + 30
+    assert m["generate_tokens_per_s"] > 0
     assert (tmp_path / "tiny_gpt_sample.txt").read_text(encoding="utf-8") == m["sample"] + "\n"
     ckpt = _check_files(m, tmp_path, "tiny_gpt")
     assert ckpt["step"] == 12 and len(ckpt["vocab"]) == 84
@@ -93,13 +94,14 @@ def test_tiny_gpt_model_is_causal():
 def test_generate_top_k_1_is_greedy():
     mg.manual_seed(0)
     model = tiny_gpt.TinyGPT(vocab_size=12, block_size=4, d_model=8, n_layer=1, n_head=2)
-    ids = tiny_gpt.generate(model, [1, 2], 6, temperature=0.5, top_k=1, rng=np.random.default_rng(7))
-    assert ids[:2] == [1, 2] and len(ids) == 8 and model.training   # mode restored
+    ids = tiny_gpt.generate(model, [1, 2], 2, temperature=0.5, top_k=1, seed=7)   # through the KV cache
+    assert ids[:2] == [1, 2] and len(ids) == 4 and model.training   # mode restored
     model.eval()
     with mg.no_grad():
-        for i in range(2, 8):                                     # each id is the argmax given the context
-            context = mg.tensor([ids[max(0, i - 4):i]])
-            assert ids[i] == int(model(context)[0, -1].numpy().argmax())
+        for i in range(2, 4):                                     # each id is the argmax given the context
+            assert ids[i] == int(model(mg.tensor([ids[:i]]))[0, -1].numpy().argmax())
+    # past the context (4) the cache restarts from its last half: 6 more ids still come out
+    assert len(tiny_gpt.generate(model, [1, 2], 8, temperature=0)) == 10
 
 
 def test_demo_quick(tmp_path, capsys):
@@ -108,6 +110,7 @@ def test_demo_quick(tmp_path, capsys):
     assert out["failures"] == []
     text = capsys.readouterr().out
     assert "summary" in text and "tok/s" in text and "samples/s" in text and "DIFFERS" not in text
+    assert "generated through the KV cache" in text                 # the demo ends by decoding with the cache
     for name in ("digits_mlp", "digits_cnn", "tiny_gpt"):
         assert (tmp_path / f"{name}.png").exists() and (tmp_path / f"{name}.npz").exists()
 

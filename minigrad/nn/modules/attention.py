@@ -8,6 +8,9 @@ state dicts map one to one. Differences from ``torch.nn.MultiheadAttention``:
 * ``is_causal=True`` without ``attn_mask`` builds the causal mask itself (PyTorch requires the mask too);
   with ``attn_mask`` both apply (a position is kept only if both allow it).
 * ``key`` and ``value`` default to ``query`` (self-attention).
+* ``kv_cache`` (inference): a per-layer cache object (``minigrad.inference``) that stores this call's keys
+  and values and attends the queries over everything cached so far (incremental decoding; PyTorch's module
+  has no cache, Hugging Face's models pass ``past_key_values``).
 
 Mask conventions are PyTorch's MultiheadAttention ones: in a bool ``attn_mask`` (L, S) or (N*H, L, S) and a
 bool ``key_padding_mask`` (N, S), True means *masked out*; float masks are added to the scores.
@@ -30,6 +33,11 @@ class MultiheadAttention(Module):
     average_attn_weights=True, is_causal=False) -> (output (N, L, E), weights (N, L, S) or (N, H, L, S), or
     None when ``need_weights=False``). ``need_weights=False`` takes the fused attention op (faster, less
     memory); ``dropout`` applies to the attention weights in training mode.
+
+    ``kv_cache``: self-attention only, batched, no masks, ``is_causal=True``: ``kv_cache.attend(q, k, v)``
+    appends this call's k, v (N, H, L, D) to the cache and returns the queries attended over every cached
+    position, causally (query i sits at position ``cached + i``). Any object with that method serves: a
+    contiguous ``LayerKVCache`` or a view of the paged pool.
     """
 
     def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, kdim=None, vdim=None, batch_first=True,
@@ -81,11 +89,11 @@ class MultiheadAttention(Module):
     def _project(self, query, key, value):
         E = self.embed_dim
         b = self.in_proj_bias
+        if self._qkv_same_embed_dim and query is key and key is value:   # self-attention: one GEMM
+            return F.linear(query, self.in_proj_weight, b).split(E, dim=-1)
         bq, bk, bv = (None, None, None) if b is None else (b[:E], b[E:2 * E], b[2 * E:])
         if self._qkv_same_embed_dim:
             w = self.in_proj_weight
-            if query is key and key is value:      # self-attention: one GEMM for q, k and v
-                return F.linear(query, w, b).split(E, dim=-1)
             wq, wk, wv = w[:E], w[E:2 * E], w[2 * E:]
         else:
             wq, wk, wv = self.q_proj_weight, self.k_proj_weight, self.v_proj_weight
@@ -131,7 +139,9 @@ class MultiheadAttention(Module):
 
     # --- forward ------------------------------------------------------------------------------------
     def forward(self, query, key=None, value=None, key_padding_mask=None, need_weights=True, attn_mask=None,
-                average_attn_weights=True, is_causal=False):
+                average_attn_weights=True, is_causal=False, kv_cache=None):
+        if kv_cache is not None:
+            return self._forward_cached(query, key, value, key_padding_mask, attn_mask, is_causal, kv_cache)
         key = query if key is None else key
         value = key if value is None else value
         batched = query.ndim == 3
@@ -186,6 +196,27 @@ class MultiheadAttention(Module):
         elif not self.batch_first:
             out = out.transpose(0, 1)
         return out, weights
+
+    def _forward_cached(self, x, key, value, key_padding_mask, attn_mask, is_causal, kv_cache):
+        """Incremental decoding: x (N, L, E) are the new positions; the cache holds the earlier ones."""
+        if (key is not None and key is not x) or (value is not None and value is not x):
+            raise ArgumentError("MultiheadAttention: kv_cache works for self-attention only (key and value "
+                                "must be the query)")
+        if attn_mask is not None or key_padding_mask is not None or not is_causal:
+            raise ArgumentError("MultiheadAttention: kv_cache needs is_causal=True and no attn_mask or "
+                                "key_padding_mask (the cache applies the causal mask itself)")
+        if x.ndim != 3 or not self.batch_first or x.shape[-1] != self.embed_dim:
+            raise ShapeError(f"MultiheadAttention: kv_cache needs batch_first (N, L, {self.embed_dim}) "
+                             f"inputs, got shape {tuple(x.shape)}")
+        N, L, E = x.shape
+        H, D = self.num_heads, self.head_dim
+        if self._qkv_same_embed_dim:   # one GEMM, one reshape, one permute: fewest ops per decoded token
+            qkv = F.linear(x, self.in_proj_weight, self.in_proj_bias).reshape(N, L, 3, H, D).permute(2, 0, 3, 1, 4)
+            q, k, v = qkv[0], qkv[1], qkv[2]
+        else:
+            q, k, v = (t.reshape(N, L, H, D).transpose(1, 2) for t in self._project(x, x, x))
+        out = kv_cache.attend(q, k, v)                   # (N, H, L, D)
+        return self.out_proj(out.transpose(1, 2).reshape(N, L, E)), None
 
     def extra_repr(self):
         return (f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, dropout={self.dropout}, "

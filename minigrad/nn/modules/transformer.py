@@ -26,7 +26,9 @@ class TransformerBlock(Module):
     residual branches), bias, activation ('gelu', 'gelu_tanh', 'relu' or a Module), norm_eps, causal (the
     default for ``is_causal`` in forward: True for a GPT).
 
-    forward(x, attn_mask=None, key_padding_mask=None, is_causal=None): masks as in MultiheadAttention.
+    forward(x, attn_mask=None, key_padding_mask=None, is_causal=None, kv_cache=None): masks as in
+    MultiheadAttention; ``kv_cache`` (inference, causal blocks only) is this block's layer cache, handed to
+    its attention (``minigrad.inference``).
     """
 
     def __init__(self, d_model, n_heads, d_ff=None, dropout=0.0, bias=True, activation="gelu", norm_eps=1e-5,
@@ -52,11 +54,11 @@ class TransformerBlock(Module):
                                            ("proj", Linear(d_ff, d_model, bias=bias, **kw))]))
         self.dropout = Dropout(dropout)
 
-    def forward(self, x, attn_mask=None, key_padding_mask=None, is_causal=None):
+    def forward(self, x, attn_mask=None, key_padding_mask=None, is_causal=None, kv_cache=None):
         causal = self.causal if is_causal is None else is_causal
         h = self.ln1(x)
         a, _ = self.attn(h, h, h, key_padding_mask=key_padding_mask, need_weights=False, attn_mask=attn_mask,
-                         is_causal=causal)
+                         is_causal=causal, kv_cache=kv_cache)
         x = x + self.dropout(a)
         return x + self.dropout(self.mlp(self.ln2(x)))
 

@@ -6,6 +6,7 @@ with dx_hat = g * weight. layer_norm reduces over the trailing ``normalized_shap
 (training) over every dim except the channel dim 1. In eval mode batch_norm uses the running statistics,
 which are constants: dx = g * weight * rstd.
 """
+from ...autograd.extensions import outside_apply
 from ...autograd.function import Function
 from ...errors import ArgumentError, ShapeError
 from ..inplace import bump
@@ -146,6 +147,7 @@ def _check_batch_norm(x, running_mean, running_var, weight, bias, training, mome
                          f"input shape {tuple(x.shape)}")
 
 
+@outside_apply   # the running statistics' version bump happens after the op
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1,
                eps=1e-5):
     """Per-channel normalisation of (N, C) or (N, C, *) inputs.

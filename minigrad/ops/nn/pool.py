@@ -9,6 +9,7 @@ import math
 
 import numpy as np  # the adaptive pooling matrices are built on the host
 
+from ...autograd.extensions import outside_apply
 from ...autograd.function import Function
 from ...backend.layout import empty_in_order, in_order, memory_order
 from ...errors import ArgumentError, ShapeError
@@ -246,6 +247,7 @@ def pool_args(op, nd, kernel_size, stride, padding, dilation=1):
     return kernel, stride, ntuple(op, "padding", padding, nd, 0), ntuple(op, "dilation", dilation, nd, 1)
 
 
+@outside_apply
 def _max_pool(cls, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices):
     op, nd = cls.name, cls.nd
     kernel, stride, pads, dilation = pool_args(op, nd, kernel_size, stride, padding, dilation)
