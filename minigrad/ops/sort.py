@@ -9,6 +9,7 @@ import collections
 
 import numpy as np
 
+from ..autograd.extensions import outside_apply
 from ..errors import ArgumentError, ShapeError
 from ._args import norm_dim, wrap
 from .indexing import gather
@@ -42,6 +43,7 @@ def _select(a, index, dim, result):
     return result(gather(a, dim, idx), idx)
 
 
+@outside_apply
 def argsort(input, dim=-1, descending=False, stable=False):
     """Indices that sort ``input`` along ``dim`` (ascending, or ``descending``); ties in original order."""
     d = _dim(input, dim, "argsort")
@@ -50,6 +52,7 @@ def argsort(input, dim=-1, descending=False, stable=False):
                 .reshape(input.shape), input.device)
 
 
+@outside_apply
 def sort(input, dim=-1, descending=False, stable=False):
     """(values, indices) of ``input`` sorted along ``dim``; differentiable in the values."""
     d = _dim(input, dim, "sort")
@@ -58,6 +61,7 @@ def sort(input, dim=-1, descending=False, stable=False):
     return _select(input, index.reshape(input.shape), d, SortResult)
 
 
+@outside_apply
 def topk(input, k, dim=-1, largest=True, sorted=True):
     """The ``k`` largest (or smallest, ``largest=False``) elements along ``dim``: (values, indices).
 

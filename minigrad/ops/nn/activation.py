@@ -5,6 +5,7 @@ Constants are Python floats so float32 inputs stay float32 (a NumPy float64 scal
 import math
 import warnings
 
+from ...autograd.extensions import outside_apply
 from ...autograd.function import Function
 from ...errors import ArgumentError, ShapeError
 from ...random import host_rng
@@ -327,6 +328,7 @@ def _feature_dropout(input, p, training, batched, generator=None):
     return input * mask.reshape(lead + (1,) * (input.ndim - len(lead)))
 
 
+@outside_apply
 def dropout1d(input, p=0.5, training=True, inplace=False):
     """Zero whole channels of (N, C, L) or unbatched (C, L) inputs."""
     p = check_dropout_p("dropout1d", p)
@@ -335,6 +337,7 @@ def dropout1d(input, p=0.5, training=True, inplace=False):
     return _feature_dropout(input, p, training, input.ndim == 3)
 
 
+@outside_apply
 def dropout2d(input, p=0.5, training=True, inplace=False):
     """Zero whole channels of (N, C, H, W) inputs. Like PyTorch, dims 0 and 1 are (N, C) whatever the
     number of dims (a 3-D input gets 1-D channel dropout, with PyTorch's warning)."""
@@ -350,6 +353,7 @@ def dropout2d(input, p=0.5, training=True, inplace=False):
     return _feature_dropout(input, p, training, True)
 
 
+@outside_apply
 def dropout3d(input, p=0.5, training=True, inplace=False):
     """Zero whole channels of (N, C, D, H, W) or unbatched (C, D, H, W) inputs."""
     p = check_dropout_p("dropout3d", p)
