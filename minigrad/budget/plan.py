@@ -1,0 +1,275 @@
+"""``plan_training``: the cheapest way to run a training step under a memory budget, and why.
+
+    plan = plan_training(model, optimizer, F.cross_entropy, x, y, budget=48 * 2**20)
+    print(plan.explain())                     # predicted bytes per category, every option's peak and time
+    step = plan.step()                        # a TrainStep that runs the chosen combination
+    for x, y in batches: step(x, y)
+    print(plan.explain(plan.measure(x, y)))   # the same table with measured bytes beside the predicted
+
+The options (lecture 02's breakdown says what each attacks): **autocast** (activations in float16), 
+**recomputation** of segments (their activations are rebuilt in backward: one more forward of the segment),
+**micro-batches** with gradient accumulation (activations of one micro-batch at a time: more, smaller
+steps). For every combination the peak comes from ``trace.py`` (two tiny recorded steps, extrapolated
+and replayed through the caching allocator) and the time from measured forward times: a step is about
+three forwards (forward + a backward twice as long), a recomputed segment adds its forward again, each
+micro-batch pays its forward at its own size, the optimizer's time is measured once. The fastest
+combination whose predicted peak reserved memory fits under the budget wins; segments are recomputed in
+the order of most activation bytes saved per second of recomputation (the source's "switch recomputation
+on above a memory threshold": the first segments only when the budget requires them).
+"""
+import gc
+import math
+import time
+from collections import namedtuple
+
+from .. import memory
+from ..amp import autocast
+from ..autograd.grad_mode import no_grad
+from ..backend import dtypes
+from ..backend.device import device as as_device
+from ..errors import ArgumentError, OutOfMemoryError
+from ..memory import format_bytes, round_size
+from ..memory.history import MemoryHistory
+from ..random import get_rng_state, set_rng_state
+from . import trace
+from .step import Choice, TrainStep, _run, _tensor, default_segments
+
+
+class BudgetError(OutOfMemoryError):
+    """No combination of the options fits the budget; the message says how much is missing and where."""
+
+
+Candidate = namedtuple("Candidate", "choice peak_allocated peak_reserved seconds fits sim")
+Measurement = namedtuple("Measurement", "peak_allocated peak_reserved categories activations seconds steps")
+Measurement.__doc__ = """Measured on the real pool: peaks (bytes), bytes live at the allocated peak by
+category and activations by segment, seconds per step (median after the first), steps run."""
+
+
+def _forward_seconds(model, segments, x, device, use_autocast, repeats=3):
+    """Seconds of each segment's forward on ``x`` (min of ``repeats``), in training mode, without a graph."""
+    children = list(model.children()) if hasattr(model, "children") else []
+    runs = [_run(children[a:b]) for a, b in segments] if children else [model]
+    best = [math.inf] * len(runs)
+    with no_grad(), autocast(device_type=device.type, dtype=dtypes.float16, enabled=use_autocast):
+        for _ in range(repeats):
+            h = x
+            for i, run in enumerate(runs):
+                t0 = time.perf_counter()
+                h = run(h)
+                if hasattr(h, "data"):
+                    h.data.sum()                      # finish (a no-op on NumPy; a device sync on a GPU)
+                best[i] = min(best[i], time.perf_counter() - t0)
+    return best
+
+
+class BudgetPlan:
+    """What ``plan_training`` chose (``choice``), its prediction (``predicted``: a ``trace.Simulation``),
+    every combination considered (``candidates``, fastest first) and the data to explain it."""
+
+    def __init__(self, model, optimizer, loss_fn, budget, device, batch, segments, candidates, chosen):
+        self.model, self.optimizer, self.loss_fn = model, optimizer, loss_fn
+        self.budget, self.device, self.batch, self.segments = budget, device, batch, segments
+        self.candidates, self.chosen = candidates, chosen
+        self.choice, self.predicted = chosen.choice, chosen.sim
+        self.baseline = next((c for c in candidates if c.choice == Choice(micro_batch=batch)), candidates[-1])
+
+    def step(self, scaler=None):
+        """A ``TrainStep`` running the chosen combination on the planned model and optimizer."""
+        return TrainStep(self.model, self.optimizer, self.loss_fn, self.choice, self.segments, self.device,
+                         scaler)
+
+    def measure(self, x, y, steps=3, step=None):
+        """Run ``steps`` training steps (of ``step``, default a new ``self.step()``) on the real pool with
+        its history on; returns a ``Measurement``. Trains the model: these are real steps. Empties the
+        pool's cache first, so that reserved bytes start where the prediction starts."""
+        step = self.step() if step is None else step
+        if not memory.is_enabled(self.device):
+            raise ArgumentError(f"measure: the memory pool is not enabled on {self.device} "
+                                f"(minigrad.memory.enable('{self.device}') before building the model)")
+        alloc = memory.get_allocator(self.device)
+        self.optimizer.zero_grad(set_to_none=True)       # what the step does first: no stale gradients
+        gc.collect()
+        memory.empty_cache(self.device)
+        memory.reset_peak_memory_stats(self.device)
+        before = _live_bytes(self.device)
+        state_before = _state_bytes(self.optimizer)
+        hist, marks, times, counters = MemoryHistory(max_entries=None), [], [], {"step": -1, "micro": -1}
+
+        def on_phase(name):
+            if name == "zero_grad":
+                counters["step"] += 1
+                counters["micro"] = -1
+            elif name == "batch":
+                counters["micro"] += 1
+            marks.append((hist.seq, time.perf_counter(), trace.Phase(counters["step"], counters["micro"], name)))
+        previous, alloc.history, step.on_phase = alloc.history, hist, on_phase
+        try:
+            for _ in range(steps):
+                t0 = time.perf_counter()
+                step(x, y)
+                times.append(time.perf_counter() - t0)
+        finally:
+            alloc.history, step.on_phase = previous, None
+        tensors = trace.tensors_from_events([dict(e) for e in hist.events], marks)
+        peak, cats, labels = trace.breakdown_at_peak(tensors, before)
+        cats["parameters"] -= state_before
+        cats["optimizer state"] += state_before
+        later = sorted(times[1:]) or times
+        return Measurement(peak, memory.max_memory_reserved(self.device), cats, labels, later[len(later) // 2],
+                           steps)
+
+    def explain(self, measured=None):
+        """The choice explained: bytes by category at the peak (predicted, and measured if given), then
+        every combination considered with its predicted peak and step time against the default's."""
+        p, b = self.predicted, self.batch
+        lines = [f"budget {format_bytes(self.budget)} on {self.device}, batch {b}: {self.choice.describe(b)}",
+                 f"  (the default, {self.baseline.choice.describe(b)}, needs "
+                 f"{format_bytes(self.baseline.peak_reserved)} reserved)", ""]
+        head = f"{'at the peak':<28s}{'predicted':>12s}" + (f"{'measured':>12s}" if measured else "")
+        lines += [head, "-" * len(head)]
+
+        def row(name, pred, meas=None):
+            lines.append(f"{name:<28s}{format_bytes(pred):>12s}" + (f"{format_bytes(meas):>12s}" if measured else ""))
+        for cat in trace.CATEGORIES:
+            row(cat, p.at_peak[cat], measured.categories[cat] if measured else None)
+            if cat == "activations":
+                for lab in sorted(set(p.activations_by_label) | set(measured.activations if measured else ()),
+                                  key=lambda s: (s is None, str(s))):
+                    row(f"  {lab or 'loss and output'}", p.activations_by_label.get(lab, 0),
+                        measured.activations.get(lab, 0) if measured else None)
+        row("peak allocated", p.peak_allocated, measured.peak_allocated if measured else None)
+        row("peak reserved (the budget)", p.peak_reserved, measured.peak_reserved if measured else None)
+        t = f"{self.chosen.seconds * 1e3:.1f} ms" + (f" (measured {measured.seconds * 1e3:.1f} ms)" if measured else "")
+        lines += [f"step time (predicted)       {t}", "",
+                  f"combinations considered ({len(self.candidates)}; the fastest that fits for each setting "
+                  f"of autocast and recomputation; predicted time against the default's):",
+                  f"  {'combination':<60s}{'reserved':>11s}{'time':>8s}  fits"]
+        base = self.baseline.seconds
+        for c in self.summary():
+            mark = "  <- chosen" if c is self.chosen else ""
+            lines.append(f"  {c.choice.describe(b):<60s}{format_bytes(c.peak_reserved):>11s}"
+                         f"{c.seconds / base:>7.2f}x  {'yes' if c.fits else 'no'}{mark}")
+        return "\n".join(lines)
+
+    def summary(self):
+        """The candidates worth a line: the default, the chosen one, and for every setting of autocast and
+        recomputation the fastest micro-batch size that fits (or, if none fits, the smallest peak)."""
+        keep = {self.baseline.choice, self.chosen.choice}
+        groups = {}
+        for c in self.candidates:                       # fastest first
+            groups.setdefault((c.choice.autocast, c.choice.recompute), []).append(c)
+        for cands in groups.values():
+            fits = [c for c in cands if c.fits]
+            keep.add(fits[0].choice if fits else min(cands, key=lambda c: c.peak_reserved).choice)
+        return [c for c in self.candidates if c.choice in keep]
+
+    def __repr__(self):
+        return (f"BudgetPlan({self.choice.describe(self.batch)}; predicted peak reserved "
+                f"{format_bytes(self.predicted.peak_reserved)} of {format_bytes(self.budget)})")
+
+
+def _state_bytes(optimizer):
+    """Bytes of the optimizer's state tensors that live in the pool (rounded as the pool rounds them)."""
+    return sum(round_size(v.data.nbytes) for state in optimizer.state.values() for v in state.values()
+               if hasattr(v, "data") and memory.block_of(v.data) is not None)
+
+
+def _live_bytes(device):
+    """Bytes of the live blocks, each rounded up to 512 B as requested (not the blocks' possibly larger
+    sizes): the measure the prediction makes."""
+    alloc = memory.get_allocator(device)
+    return sum(round_size(b.requested) for seg in alloc.segments.values() for b in seg.blocks() if b.allocated)
+
+
+def plan_training(model, optimizer, loss_fn, x, y, budget, *, device=None, segments=None, autocast_options=(False, True),
+                  probe_batch=2, headroom=0.0):
+    """Choose how to train ``model`` with ``optimizer`` on batches like ``(x, y)`` under ``budget`` bytes of
+    the device's pool (peak reserved, what ``set_memory_limit`` caps); returns a ``BudgetPlan``.
+
+    ``x``, ``y``: one batch (NumPy arrays or tensors; only its size and sample shapes matter, plus a few
+    samples the probes run on). ``loss_fn(output, target)``: a mean loss. ``segments``: recomputation
+    units over a Sequential's children (default ``default_segments``). ``headroom``: the fraction of the
+    budget kept free for what the prediction does not see. Raises ``BudgetError`` when nothing fits.
+    The model and optimizer are not changed (probes run on copies) and the random state is restored.
+    """
+    params = list(model.parameters())
+    device = as_device(device) if device is not None else (params[0].device if params else as_device("cpu"))
+    n = len(x)
+    if budget is None or budget <= 0:
+        raise ArgumentError(f"plan_training: budget must be a positive number of bytes, got {budget!r}")
+    if n < 2 * probe_batch:
+        raise ArgumentError(f"plan_training: the batch ({n} samples) must hold at least {2 * probe_batch} "
+                            f"for the probes (probe_batch={probe_batch})")
+    segments = default_segments(model) if segments is None else [tuple(s) for s in segments]
+    can_recompute = bool(list(model.children())) if hasattr(model, "children") else False
+    rng = get_rng_state()
+    try:
+        candidates = _candidates(model, optimizer, loss_fn, x, y, device, segments, probe_batch,
+                                 autocast_options, can_recompute, budget * (1.0 - headroom))
+    finally:
+        set_rng_state(rng)
+    fitting = [c for c in candidates if c.fits]
+    if not fitting:
+        raise BudgetError(_no_fit_message(candidates, budget, n))
+    chosen = min(fitting, key=lambda c: (c.seconds, c.peak_reserved))
+    return BudgetPlan(model, optimizer, loss_fn, budget, device, n, segments, candidates, chosen)
+
+
+def _candidates(model, optimizer, loss_fn, x, y, device, segments, b, ac_options, can_recompute, limit):
+    n = len(x)
+    micros = sorted({math.ceil(n / 2 ** j) for j in range(int(math.log2(n)) + 1)} | {n}, reverse=True)
+    twin, _ = trace._clone(model, optimizer)
+    probe_x, full_x = _tensor(x[:b], device), _tensor(x, device)
+    out = []
+    for ac in ac_options:
+        fwd_small = _forward_seconds(twin, segments, probe_x, device, ac)
+        fwd_full = _forward_seconds(twin, segments, full_x, device, ac)
+
+        def fwd(i, m):          # forward seconds of segment i at micro-batch m: a fixed cost plus a cost
+            fixed = min(fwd_small[i], fwd_full[i])      # per sample (measured at b and n samples; never < 0)
+            return fixed + max(fwd_full[i] - fixed, 0.0) * max(m - b, 0) / max(n - b, 1)
+
+        def probe(recompute):
+            ch = Choice(ac, recompute)
+            pa = trace.record_probe(model, optimizer, loss_fn, x, y, ch, segments, device, b)
+            pb = trace.record_probe(model, optimizer, loss_fn, x, y, ch, segments, device, 2 * b)
+            return trace.fit(pa, pb, b)
+        base = probe(())
+        # one measurement of the optimizer's time per dtype setting: it does not depend on the batch
+        opt_seconds = base.seconds.get("optimizer", 0.0) + base.seconds.get("zero_grad", 0.0)
+        # a forward and backward pass costs what the probe's took at b samples (per-op overhead, the loss,
+        # the graph), plus three forwards' worth per extra sample
+        probe_pass = sum(base.seconds.get(k, 0.0) for k in ("batch", "forward", "backward")) / 2
+        order = []
+        if can_recompute:
+            saved = [base.per_sample(lambda t, i=i: trace.classify(t) == "activations" and t.label == f"segment {i}")
+                     for i in range(len(segments))]
+            order = sorted((i for i in range(len(segments) - 1) if saved[i] > 0),
+                           key=lambda i: -saved[i] / max(fwd_full[i], 1e-9))
+        for k in range(len(order) + 1):
+            recompute = tuple(order[:k])
+            sm = base if k == 0 else probe(recompute)
+            for m in micros:
+                n_micro = math.ceil(n / m)
+                sim = trace.simulate(sm.events(m, n_micro))
+                per_pass = (probe_pass + 3 * sum(fwd(i, m) - fwd(i, b) for i in range(len(fwd_full)))
+                            + sum(fwd(i, m) for i in recompute))
+                seconds = n_micro * per_pass + opt_seconds
+                out.append(Candidate(Choice(ac, recompute, m), sim.peak_allocated, sim.peak_reserved, seconds,
+                                     sim.peak_reserved <= limit, sim))
+    out.sort(key=lambda c: (c.seconds, c.peak_reserved))
+    return out
+
+
+def _no_fit_message(candidates, budget, n):
+    best = min(candidates, key=lambda c: c.peak_reserved)
+    cats = best.sim.at_peak
+    static = cats["parameters"] + cats["optimizer state"] + cats["gradients"]
+    parts = ", ".join(f"{k} {format_bytes(v)}" for k, v in cats.items() if v)
+    where = (f"parameters, gradients and optimizer state alone take {format_bytes(static)}"
+             + (" (more than the budget: train a smaller model, or use a smaller optimizer state)"
+                if static > budget else ""))
+    return (f"plan_training: no combination fits the budget of {format_bytes(budget)}: the smallest, "
+            f"{best.choice.describe(n)}, needs {format_bytes(best.peak_reserved)} reserved "
+            f"({format_bytes(best.peak_allocated)} allocated), {format_bytes(best.peak_reserved - budget)} "
+            f"missing. At its peak: {parts}; {where}.")
