@@ -151,6 +151,14 @@ class BudgetPlan:
                          f"{c.seconds / base:>7.2f}x  {'yes' if c.fits else 'no'}{mark}")
         return "\n".join(lines)
 
+    def with_budget(self, budget, headroom=0.0):
+        """The same candidates chosen from again for another budget (no new probes); raises
+        ``BudgetError`` when none fits."""
+        limit = budget * (1.0 - headroom)
+        cands = [c._replace(fits=c.peak_reserved <= limit) for c in self.candidates]
+        return _choose(self.model, self.optimizer, self.loss_fn, budget, self.device, self.batch,
+                       self.segments, cands)
+
     def summary(self):
         """The candidates worth a line: the default, the chosen one, and for every setting of autocast and
         recomputation the fastest micro-batch size that fits (or, if none fits, the smallest peak)."""
@@ -208,6 +216,10 @@ def plan_training(model, optimizer, loss_fn, x, y, budget, *, device=None, segme
                                  autocast_options, can_recompute, budget * (1.0 - headroom))
     finally:
         set_rng_state(rng)
+    return _choose(model, optimizer, loss_fn, budget, device, n, segments, candidates)
+
+
+def _choose(model, optimizer, loss_fn, budget, device, n, segments, candidates):
     fitting = [c for c in candidates if c.fits]
     if not fitting:
         raise BudgetError(_no_fit_message(candidates, budget, n))

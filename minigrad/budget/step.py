@@ -147,7 +147,10 @@ class TrainStep:
             xb, yb = _tensor(x[start:start + m], self.device), _tensor(y[start:start + m], self.device)
             self._phase("forward")
             with autocast(device_type=self.device.type, dtype=dtypes.float16, enabled=self.choice.autocast):
-                loss = self.loss_fn(self.forward(xb), yb) * (len(yb) / n)
+                out = self.forward(xb)
+            # the loss in float32, outside the region (as PyTorch advises): every loss, whatever the policy
+            loss = self.loss_fn(out.float() if out.dtype == dtypes.float16 else out, yb) * (len(yb) / n)
+            del out
             self._phase("backward")
             (self.scaler.scale(loss) if self.scaler is not None else loss).backward()
             total += loss.item()
