@@ -159,13 +159,19 @@ class BudgetPlan:
         return _choose(self.model, self.optimizer, self.loss_fn, budget, self.device, self.batch,
                        self.segments, cands)
 
+    def with_choice(self, choice):
+        """The plan for one of the candidates (``choice``: a ``Choice`` planned for), fitting or not."""
+        plan = BudgetPlan(self.model, self.optimizer, self.loss_fn, self.budget, self.device, self.batch,
+                          self.segments, self.candidates, next(c for c in self.candidates if c.choice == choice))
+        return plan
+
     def summary(self):
         """The candidates worth a line: the default, the chosen one, and for every setting of autocast and
-        recomputation the fastest micro-batch size that fits (or, if none fits, the smallest peak)."""
+        recomputation (and optimizer in backward) the fastest micro-batch size that fits (or, if none fits, the smallest peak)."""
         keep = {self.baseline.choice, self.chosen.choice}
         groups = {}
         for c in self.candidates:                       # fastest first
-            groups.setdefault((c.choice.autocast, c.choice.recompute), []).append(c)
+            groups.setdefault((c.choice.autocast, c.choice.recompute, c.choice.optimizer_in_backward), []).append(c)
         for cands in groups.values():
             fits = [c for c in cands if c.fits]
             keep.add(fits[0].choice if fits else min(cands, key=lambda c: c.peak_reserved).choice)
@@ -241,8 +247,8 @@ def _candidates(model, optimizer, loss_fn, x, y, device, segments, b, ac_options
             fixed = min(fwd_small[i], fwd_full[i])      # per sample (measured at b and n samples; never < 0)
             return fixed + max(fwd_full[i] - fixed, 0.0) * max(m - b, 0) / max(n - b, 1)
 
-        def probe(recompute):
-            ch = Choice(ac, recompute)
+        def probe(recompute, in_backward=False):
+            ch = Choice(ac, recompute, None, in_backward)
             pa = trace.record_probe(model, optimizer, loss_fn, x, y, ch, segments, device, b)
             pb = trace.record_probe(model, optimizer, loss_fn, x, y, ch, segments, device, 2 * b)
             return trace.fit(pa, pb, b)
@@ -261,13 +267,13 @@ def _candidates(model, optimizer, loss_fn, x, y, device, segments, b, ac_options
         for k in range(len(order) + 1):
             recompute = tuple(order[:k])
             sm = base if k == 0 else probe(recompute)
-            for m in micros:
+            for m, in_bwd in [(m, False) for m in micros] + ([(n, True)] if not ac else []):
                 n_micro = math.ceil(n / m)
-                sim = trace.simulate(sm.events(m, n_micro))
+                sim = trace.simulate((probe(recompute, True) if in_bwd else sm).events(m, n_micro))
                 per_pass = (probe_pass + 3 * sum(fwd(i, m) - fwd(i, b) for i in range(len(fwd_full)))
                             + sum(fwd(i, m) for i in recompute))
                 seconds = n_micro * per_pass + opt_seconds
-                out.append(Candidate(Choice(ac, recompute, m), sim.peak_allocated, sim.peak_reserved, seconds,
+                out.append(Candidate(Choice(ac, recompute, m, in_bwd), sim.peak_allocated, sim.peak_reserved, seconds,
                                      sim.peak_reserved <= limit, sim))
     out.sort(key=lambda c: (c.seconds, c.peak_reserved))
     return out

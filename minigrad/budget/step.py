@@ -29,13 +29,16 @@ from ..utils.checkpoint import checkpoint
 PHASES = ("zero_grad", "batch", "forward", "backward", "optimizer", "end")
 
 
-class Choice(namedtuple("Choice", "autocast recompute micro_batch")):
+class Choice(namedtuple("Choice", "autocast recompute micro_batch optimizer_in_backward")):
     """How to run a step: ``autocast`` (float16 where the policy says), ``recompute`` (indices of the
     segments whose activations are recomputed in backward), ``micro_batch`` (samples per forward/backward;
-    None: the whole batch at once)."""
+    None: the whole batch at once), ``optimizer_in_backward`` (each parameter is updated as soon as its
+    gradient is ready, and the gradient freed: the gradients of the whole model never exist at once;
+    whole batch and float32 only, since accumulation and the loss scaler need every gradient first)."""
 
-    def __new__(cls, autocast=False, recompute=(), micro_batch=None):
-        return super().__new__(cls, bool(autocast), tuple(sorted(set(recompute))), micro_batch)
+    def __new__(cls, autocast=False, recompute=(), micro_batch=None, optimizer_in_backward=False):
+        return super().__new__(cls, bool(autocast), tuple(sorted(set(recompute))), micro_batch,
+                               bool(optimizer_in_backward))
 
     def accumulation(self, batch):
         """Micro-batches per step for a batch of ``batch`` samples."""
@@ -49,6 +52,8 @@ class Choice(namedtuple("Choice", "autocast recompute micro_batch")):
             parts.append(f"micro-batch {self.micro_batch}" + (f" x {self.accumulation(batch)}" if batch else ""))
         else:
             parts.append("whole batch")
+        if self.optimizer_in_backward:
+            parts.append("optimizer in backward")
         return ", ".join(parts)
 
 
@@ -112,10 +117,27 @@ class TrainStep:
         self.device = as_device(device) if device is not None else (params[0].device if params else as_device("cpu"))
         self.scaler = (scaler or GradScaler()) if self.choice.autocast else None
         self.on_phase = None        # callable(phase name), e.g. the planner's recorder
+        self.optimizers = {}        # parameter -> its own optimizer, with optimizer_in_backward
+        if self.choice.optimizer_in_backward:
+            if self.choice.autocast:
+                raise ArgumentError("TrainStep: optimizer_in_backward needs float32 (the loss scaler checks "
+                                    "every gradient before any update)")
+            # PyTorch's recipe: one optimizer per parameter, of the same kind and settings, stepped by a
+            # post-accumulate-grad hook; the given optimizer's own state stays unused
+            for group in optimizer.param_groups:
+                opts = {k: v for k, v in group.items() if k != "params"}
+                for p in group["params"]:
+                    self.optimizers[p] = type(optimizer)([{**opts, "params": [p]}], **optimizer.defaults)
 
     def _phase(self, name):
         if self.on_phase is not None:
             self.on_phase(name)
+
+    def _step_one(self, p):
+        """A parameter's gradient is complete: update it with its own optimizer, then free the gradient."""
+        with memory.label("optimizer"):
+            self.optimizers[p].step()
+        p.grad = None
 
     def forward(self, x):
         """The model's output, each segment recomputed in backward if the choice says so."""
@@ -139,6 +161,9 @@ class TrainStep:
             raise ArgumentError(f"TrainStep: x and y must hold the same, non-zero number of samples "
                                 f"(got {len(x)} and {len(y)})")
         m = n if self.choice.micro_batch is None else min(self.choice.micro_batch, n)
+        if self.optimizers and m < n:
+            raise ArgumentError(f"TrainStep: optimizer_in_backward needs the whole batch in one pass "
+                                f"(micro_batch {m} < {n} samples)")
         self._phase("zero_grad")
         self.optimizer.zero_grad(set_to_none=True)
         total = 0.0
@@ -152,15 +177,23 @@ class TrainStep:
             loss = self.loss_fn(out.float() if out.dtype == dtypes.float16 else out, yb) * (len(yb) / n)
             del out
             self._phase("backward")
-            (self.scaler.scale(loss) if self.scaler is not None else loss).backward()
+            handles = [p.register_post_accumulate_grad_hook(self._step_one) for p in self.optimizers]
+            try:
+                (self.scaler.scale(loss) if self.scaler is not None else loss).backward()
+            finally:
+                for h in handles:
+                    h.remove()
             total += loss.item()
             del loss, xb, yb
         self._phase("optimizer")
-        if self.scaler is not None:
-            self.scaler.step(self.optimizer)
-            self.scaler.update()
-        else:
-            self.optimizer.step()
+        with memory.label("optimizer"):
+            if self.optimizers:
+                pass                              # every parameter was updated during backward
+            elif self.scaler is not None:
+                self.scaler.step(self.optimizer)
+                self.scaler.update()
+            else:
+                self.optimizer.step()
         self._phase("end")
         return total
 

@@ -50,11 +50,12 @@ def _clone(model, optimizer):
 
 
 def record_probe(model, optimizer, loss_fn, x, y, choice, segments, device, micro, steps=2):
-    """Record ``steps`` optimizer steps of two micro-batches of ``micro`` samples (``x[:2*micro]``) on a copy
-    of the model; returns ``(tensors, phases, seconds)``: the step's tensors (``Tensor_``), the phase marks
+    """Record ``steps`` optimizer steps of two micro-batches of ``micro`` samples (``x[:2*micro]``; one with
+    ``optimizer_in_backward``) on a copy of the model; returns ``(tensors, phases, seconds)``: the step's tensors (``Tensor_``), the phase marks
     and the seconds each phase took."""
     twin, opt = _clone(model, optimizer)
-    step = TrainStep(twin, opt, loss_fn, choice._replace(micro_batch=micro), segments, device)
+    step = TrainStep(twin, opt, loss_fn, choice._replace(micro_batch=None if choice.optimizer_in_backward else micro),
+                     segments, device)
     if step.scaler is not None:       # no skipped steps in the probe: the optimizer state must be made
         step.scaler = type(step.scaler)(init_scale=1.0)
     marks, counters = [], {"step": -1, "micro": -1}
@@ -68,13 +69,15 @@ def record_probe(model, optimizer, loss_fn, x, y, choice, segments, device, micr
         marks.append((get_allocator(device).history.seq, time.perf_counter(),
                       Phase(counters["step"], counters["micro"], name)))
 
+    samples = micro if choice.optimizer_in_backward else 2 * micro      # (one pass: no accumulation)
+
     def run():
         be = step.device.backend
         for t in list(twin.parameters()) + list(getattr(twin, "buffers", lambda: [])()):
             t.data = be.adopt(t.data)      # the copy's parameters into the recorded pool, as in a real run
         step.on_phase = on_phase
         for _ in range(steps):
-            step(x[:2 * micro], y[:2 * micro])
+            step(x[:samples], y[:samples])
 
     trace = static_planner.record(run, device)
     seconds = {}
@@ -110,6 +113,8 @@ def classify(t):
     b, d = t.born, t.died
     if b.name == "before":
         return "parameters"
+    if t.label == "optimizer":              # made by an optimizer step (run in backward, or after it)
+        return "optimizer state" if d.step > b.step else "workspace"
     same_phase = (d.step, d.micro, d.name) == (b.step, b.micro, b.name)
     if b.name == "batch":
         return "batch"

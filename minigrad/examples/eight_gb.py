@@ -21,6 +21,7 @@ prints the plan's table, predicted beside measured, and the validation metrics. 
 task's model and data so that ``benchmarks/eight_gb.py`` trains the very same models in PyTorch.
 """
 import argparse
+import gc
 import math
 import time
 from collections import namedtuple
@@ -124,10 +125,12 @@ def parse_budget(text):
     return (None, value) if value <= 1.0 else (int(value), None)
 
 
-def train(task, *, budget=None, fraction=None, epochs=None, seed=0, device="cpu", log=print, limit=True):
+def train(task, *, budget=None, fraction=None, epochs=None, seed=0, device="cpu", log=print, limit=True,
+          on_planned=None):
     """Train ``task`` (a name or a ``Task``) under ``budget`` bytes (or ``fraction`` of the default's
     predicted peak; neither: the default, float32 whole batch). The pool is enabled and, with ``limit``,
-    capped at the budget. Returns a dict: the plan, its measurement (first steps), validation loss and
+    capped at the budget; ``on_planned()`` is called when planning is over and training starts (the
+    benchmark starts counting there). Returns a dict: the plan, its measurement (first steps), validation loss and
     metric, seconds per step (median), and the pool's peaks over the whole run."""
     task = TASKS[task] if isinstance(task, str) else task
     epochs = task.epochs if epochs is None else epochs
@@ -139,13 +142,20 @@ def train(task, *, budget=None, fraction=None, epochs=None, seed=0, device="cpu"
     loss_fn = getattr(F, task.loss)
     xb, yb = x[:task.batch], y[:task.batch]
     plan = plan_training(model, opt, loss_fn, xb, yb, budget=2 ** 62, device=device)   # every option's peak
-    if budget is None:
-        budget = plan.baseline.peak_reserved if fraction is None else int(plan.baseline.peak_reserved * fraction)
-    plan = plan.with_budget(budget)
+    if budget is None and fraction is None:                     # the default: float32, whole batch
+        plan = plan.with_choice(plan.baseline.choice)
+        budget = plan.predicted.peak_reserved
+    else:
+        budget = int(plan.baseline.peak_reserved * fraction) if budget is None else budget
+        plan = plan.with_budget(budget)
     step = plan.step()
     if limit:
         mem.set_memory_limit(budget, device)
     try:
+        gc.collect()
+        mem.empty_cache(device)
+        if on_planned is not None:
+            on_planned()
         first = batches(len(x), task.batch, 0, seed)
         measured = plan.measure(x[first[0]], y[first[0]], steps=2, step=step)
         mem.reset_peak_memory_stats(device)
