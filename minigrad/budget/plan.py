@@ -32,7 +32,7 @@ from ..memory import format_bytes, round_size
 from ..memory.history import MemoryHistory
 from ..random import get_rng_state, set_rng_state
 from . import trace
-from .step import Choice, TrainStep, _run, _tensor, default_segments
+from .step import Choice, TrainStep, _run, _sequence, _tensor, default_segments
 
 
 class BudgetError(OutOfMemoryError):
@@ -47,7 +47,7 @@ category and activations by segment, seconds per step (median after the first), 
 
 def _forward_seconds(model, segments, x, device, use_autocast, repeats=3):
     """Seconds of each segment's forward on ``x`` (min of ``repeats``), in training mode, without a graph."""
-    children = list(model.children()) if hasattr(model, "children") else []
+    children = _sequence(model)
     runs = [_run(children[a:b]) for a, b in segments] if children else [model]
     best = [math.inf] * len(runs)
     with no_grad(), autocast(device_type=device.type, dtype=dtypes.float16, enabled=use_autocast):
@@ -215,7 +215,7 @@ def plan_training(model, optimizer, loss_fn, x, y, budget, *, device=None, segme
         raise ArgumentError(f"plan_training: the batch ({n} samples) must hold at least {2 * probe_batch} "
                             f"for the probes (probe_batch={probe_batch})")
     segments = default_segments(model) if segments is None else [tuple(s) for s in segments]
-    can_recompute = bool(list(model.children())) if hasattr(model, "children") else False
+    can_recompute = bool(_sequence(model))
     rng = get_rng_state()
     try:
         candidates = _candidates(model, optimizer, loss_fn, x, y, device, segments, probe_batch,

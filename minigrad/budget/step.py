@@ -23,6 +23,7 @@ from ..backend import dtypes
 from ..backend.device import device as as_device
 
 from ..errors import ArgumentError
+from ..nn import Sequential
 from ..tensor import Tensor, tensor
 from ..utils.checkpoint import checkpoint
 
@@ -61,7 +62,7 @@ def default_segments(model):
     """Segments of a Sequential as ``[(start, stop), ...]`` over its children: a segment starts at each
     child with parameters that follows one without (Linear+ReLU+Dropout, Conv+BatchNorm+ReLU+Pool+Flatten),
     so recomputing a segment keeps only its input."""
-    children = list(model.children()) if hasattr(model, "children") else []
+    children = _sequence(model)
     if not children:
         return [(0, 0)]
     bounds = [0]
@@ -71,6 +72,12 @@ def default_segments(model):
             bounds.append(k)
     bounds.append(len(children))
     return list(zip(bounds[:-1], bounds[1:]))
+
+
+def _sequence(model):
+    """The children of a Sequential (whose forward is running them in order); [] for any other model,
+    which then runs whole, as one segment."""
+    return list(model.children()) if isinstance(model, Sequential) else []
 
 
 def _has_params(module):
@@ -105,7 +112,7 @@ class TrainStep:
     def __init__(self, model, optimizer, loss_fn, choice=None, segments=None, device=None, scaler=None):
         self.model, self.optimizer, self.loss_fn = model, optimizer, loss_fn
         self.choice = Choice() if choice is None else choice
-        self.children = list(model.children()) if hasattr(model, "children") else []
+        self.children = _sequence(model)
         self.segments = default_segments(model) if segments is None else [tuple(s) for s in segments]
         bad = [i for i in self.choice.recompute if not 0 <= i < len(self.segments)]
         if bad or (self.choice.recompute and not self.children):
@@ -117,17 +124,20 @@ class TrainStep:
         self.device = as_device(device) if device is not None else (params[0].device if params else as_device("cpu"))
         self.scaler = (scaler or GradScaler()) if self.choice.autocast else None
         self.on_phase = None        # callable(phase name), e.g. the planner's recorder
-        self.optimizers = {}        # parameter -> its own optimizer, with optimizer_in_backward
+        self.optimizers = {}        # parameter -> (its own optimizer, its group), with optimizer_in_backward
         if self.choice.optimizer_in_backward:
             if self.choice.autocast:
                 raise ArgumentError("TrainStep: optimizer_in_backward needs float32 (the loss scaler checks "
                                     "every gradient before any update)")
-            # PyTorch's recipe: one optimizer per parameter, of the same kind and settings, stepped by a
-            # post-accumulate-grad hook; the given optimizer's own state stays unused
+            # PyTorch's recipe: one optimizer per parameter, of the same kind, stepped by a post-accumulate-
+            # grad hook. Each shares the given optimizer's state (so its state_dict has everything) and
+            # reads its group's settings at every step (so a scheduler's learning rate applies)
             for group in optimizer.param_groups:
                 opts = {k: v for k, v in group.items() if k != "params"}
                 for p in group["params"]:
-                    self.optimizers[p] = type(optimizer)([{**opts, "params": [p]}], **optimizer.defaults)
+                    one = type(optimizer)([{**opts, "params": [p]}], **optimizer.defaults)
+                    one.state = optimizer.state
+                    self.optimizers[p] = (one, group)
 
     def _phase(self, name):
         if self.on_phase is not None:
@@ -135,8 +145,10 @@ class TrainStep:
 
     def _step_one(self, p):
         """A parameter's gradient is complete: update it with its own optimizer, then free the gradient."""
+        one, group = self.optimizers[p]
+        one.param_groups[0].update((k, v) for k, v in group.items() if k != "params")
         with memory.label("optimizer"):
-            self.optimizers[p].step()
+            one.step()
         p.grad = None
 
     def forward(self, x):
