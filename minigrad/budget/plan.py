@@ -78,10 +78,13 @@ class BudgetPlan:
         return TrainStep(self.model, self.optimizer, self.loss_fn, self.choice, self.segments, self.device,
                          scaler)
 
-    def measure(self, x, y, steps=3, step=None):
-        """Run ``steps`` training steps (of ``step``, default a new ``self.step()``) on the real pool with
-        its history on; returns a ``Measurement``. Trains the model: these are real steps. Empties the
-        pool's cache first, so that reserved bytes start where the prediction starts."""
+    def measure(self, x, y, steps=3, step=None, batches=None):
+        """Run ``steps`` training steps on ``(x, y)`` (or one on each ``(x, y)`` of ``batches``) with ``step``
+        (default a new ``self.step()``) on the real pool with its history on; returns a ``Measurement``.
+        Trains the model: these are real steps. Empties the pool's cache first, so that reserved bytes
+        start where the prediction starts."""
+        batches = [(x, y)] * steps if batches is None else list(batches)
+        steps = len(batches)
         step = self.step() if step is None else step
         if not memory.is_enabled(self.device):
             raise ArgumentError(f"measure: the memory pool is not enabled on {self.device} "
@@ -104,9 +107,9 @@ class BudgetPlan:
             marks.append((hist.seq, time.perf_counter(), trace.Phase(counters["step"], counters["micro"], name)))
         previous, alloc.history, step.on_phase = alloc.history, hist, on_phase
         try:
-            for _ in range(steps):
+            for xb, yb in batches:
                 t0 = time.perf_counter()
-                step(x, y)
+                step(xb, yb)
                 times.append(time.perf_counter() - t0)
         finally:
             alloc.history, step.on_phase = previous, None

@@ -156,12 +156,11 @@ def train(task, *, budget=None, fraction=None, epochs=None, seed=0, device="cpu"
         mem.empty_cache(device)
         if on_planned is not None:
             on_planned()
-        first = batches(len(x), task.batch, 0, seed)
-        measured = plan.measure(x[first[0]], y[first[0]], steps=2, step=step)
-        mem.reset_peak_memory_stats(device)
+        first = batches(len(x), task.batch, 0, seed)[:2]    # the first two steps, measured in detail
+        measured = plan.measure(None, None, step=step, batches=[(x[i], y[i]) for i in first])
         times, losses = [], []
         for epoch in range(epochs):
-            for idx in batches(len(x), task.batch, epoch, seed):
+            for idx in batches(len(x), task.batch, epoch, seed)[2 if epoch == 0 else 0:]:
                 t0 = time.perf_counter()
                 losses.append(step(x[idx], y[idx]))
                 times.append(time.perf_counter() - t0)
