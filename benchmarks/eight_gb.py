@@ -184,7 +184,8 @@ def spawn(lib, kind, task, epochs, seed, budget="default"):
     p = subprocess.run(cmd, env=env, capture_output=True, text=True)
     lines = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")]
     if p.returncode != 0 or not lines:
-        return {"error": (p.stderr.strip().splitlines() or ["failed"])[-1], "budget": budget}
+        return {"error": (p.stderr.strip().splitlines() or ["failed"])[-1],
+                "budget": None if budget == "default" else budget}
     return dict(json.loads(lines[-1][7:]), budget=None if budget == "default" else budget)
 
 
@@ -216,6 +217,10 @@ def main(argv=None):
                 r = spawn(lib, "minigrad", task, epochs, a.seed, max(target - outside, 1))
                 runs[f"minigrad @ {f:.0%}"] = dict(r, target=target)
         results[task] = runs
+        if a.json:                                   # written as each task ends: a long run keeps what it did
+            os.makedirs(os.path.dirname(os.path.abspath(a.json)), exist_ok=True)
+            with open(a.json, "w") as f:
+                json.dump(results, f, indent=1)
         for name, r in runs.items():
             if "error" in r:
                 missing = r["error"].split(" missing")[0].rsplit(", ", 1)[-1] if "missing" in r["error"] else ""
@@ -228,10 +233,6 @@ def main(argv=None):
                          r["choice"]))
     print(table(rows, ["task", "run", "target MiB", "pool budget MiB", "peak MiB", "pool peak MiB",
                        "memory vs PyTorch", "speed vs PyTorch", "val loss / acc", "what ran"]))
-    if a.json:
-        os.makedirs(os.path.dirname(os.path.abspath(a.json)), exist_ok=True)
-        with open(a.json, "w") as f:
-            json.dump(results, f, indent=1)
     return results
 
 

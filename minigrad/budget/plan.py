@@ -19,6 +19,8 @@ on above a memory threshold": the first segments only when the budget requires t
 """
 import gc
 import math
+
+import numpy as np
 import time
 from collections import namedtuple
 
@@ -73,10 +75,34 @@ class BudgetPlan:
         self.choice, self.predicted = chosen.choice, chosen.sim
         self.baseline = next((c for c in candidates if c.choice == Choice(micro_batch=batch)), candidates[-1])
 
-    def step(self, scaler=None):
-        """A ``TrainStep`` running the chosen combination on the planned model and optimizer."""
+    def step(self, scaler=None, compact=True):
+        """A ``TrainStep`` running the chosen combination on the planned model and optimizer. ``compact``:
+        first pack the model's parameters and buffers and the optimizer's state at the front of the pool
+        (``compact``), the layout the prediction starts from."""
+        if compact:
+            self.compact()
         return TrainStep(self.model, self.optimizer, self.loss_fn, self.choice, self.segments, self.device,
                          scaler)
+
+    def compact(self):
+        """Move the model's parameters and buffers, then the optimizer's state, out of the pool and back in,
+        in that order, after releasing the cache: they end up packed as in a fresh pool, the layout the
+        prediction starts from, instead of among the holes their initialisation left. Each tensor keeps
+        its identity (its ``.data`` is replaced by an equal array); no gradient may exist (call between
+        steps). Returns the bytes the pool reserves afterwards."""
+        tensors = list(self.model.parameters()) + list(getattr(self.model, "buffers", lambda: [])())
+        tensors += [v for state in self.optimizer.state.values() for v in state.values() if hasattr(v, "data")]
+        if any(getattr(t, "grad", None) is not None for t in tensors):
+            raise ArgumentError("compact: gradients exist; call it between steps, after zero_grad()")
+        be = self.device.backend
+        host = [be.to_host(t.data).copy() for t in tensors]
+        for t, h in zip(tensors, host):
+            t.data = h                                    # off the pool: its blocks are free now
+        gc.collect()
+        memory.empty_cache(self.device)
+        for t, h in zip(tensors, host):
+            t.data = be.adopt(be.asarray(h)) if be.xp is not np else be.adopt(h)
+        return memory.memory_reserved(self.device)
 
     def measure(self, x, y, steps=3, step=None, batches=None):
         """Run ``steps`` training steps on ``(x, y)`` (or one on each ``(x, y)`` of ``batches``) with ``step``
@@ -85,12 +111,12 @@ class BudgetPlan:
         start where the prediction starts."""
         batches = [(x, y)] * steps if batches is None else list(batches)
         steps = len(batches)
+        self.optimizer.zero_grad(set_to_none=True)       # what the step does first: no stale gradients
         step = self.step() if step is None else step
         if not memory.is_enabled(self.device):
             raise ArgumentError(f"measure: the memory pool is not enabled on {self.device} "
                                 f"(minigrad.memory.enable('{self.device}') before building the model)")
         alloc = memory.get_allocator(self.device)
-        self.optimizer.zero_grad(set_to_none=True)       # what the step does first: no stale gradients
         gc.collect()
         memory.empty_cache(self.device)
         memory.reset_peak_memory_stats(self.device)
@@ -154,19 +180,25 @@ class BudgetPlan:
                          f"{c.seconds / base:>7.2f}x  {'yes' if c.fits else 'no'}{mark}")
         return "\n".join(lines)
 
-    def with_budget(self, budget, headroom=0.0):
+    def with_budget(self, budget, headroom=None):
         """The same candidates chosen from again for another budget (no new probes); raises
         ``BudgetError`` when none fits."""
-        limit = budget * (1.0 - headroom)
+        limit = budget - _headroom(budget, headroom)
         cands = [c._replace(fits=c.peak_reserved <= limit) for c in self.candidates]
         return _choose(self.model, self.optimizer, self.loss_fn, budget, self.device, self.batch,
-                       self.segments, cands)
+                       self.segments, cands, limit)
 
     def with_choice(self, choice):
         """The plan for one of the candidates (``choice``: a ``Choice`` planned for), fitting or not."""
         plan = BudgetPlan(self.model, self.optimizer, self.loss_fn, self.budget, self.device, self.batch,
                           self.segments, self.candidates, next(c for c in self.candidates if c.choice == choice))
         return plan
+
+    def for_model(self, model, optimizer):
+        """This plan for another model and optimizer of the same architecture and kind (a fresh copy to
+        train from the start, say): the prediction holds for it as it is."""
+        return BudgetPlan(model, optimizer, self.loss_fn, self.budget, self.device, self.batch, self.segments,
+                          self.candidates, self.chosen)
 
     def summary(self):
         """The candidates worth a line: the default, the chosen one, and for every setting of autocast and
@@ -198,15 +230,22 @@ def _live_bytes(device):
     return sum(round_size(b.requested) for seg in alloc.segments.values() for b in seg.blocks() if b.allocated)
 
 
+def headroom_for(budget):
+    """Bytes of the budget kept free for what the prediction cannot see (tensors other than the model's
+    in the pool, a different order of frees): 5 %."""
+    return budget // 20
+
+
 def plan_training(model, optimizer, loss_fn, x, y, budget, *, device=None, segments=None, autocast_options=(False, True),
-                  probe_batch=2, headroom=0.0):
+                  probe_batch=2, headroom=None):
     """Choose how to train ``model`` with ``optimizer`` on batches like ``(x, y)`` under ``budget`` bytes of
     the device's pool (peak reserved, what ``set_memory_limit`` caps); returns a ``BudgetPlan``.
 
     ``x``, ``y``: one batch (NumPy arrays or tensors; only its size and sample shapes matter, plus a few
     samples the probes run on). ``loss_fn(output, target)``: a mean loss. ``segments``: recomputation
-    units over a Sequential's children (default ``default_segments``). ``headroom``: the fraction of the
-    budget kept free for what the prediction does not see. Raises ``BudgetError`` when nothing fits.
+    units over a Sequential's children (default ``default_segments``). ``headroom``: bytes of the budget
+    kept free for what the prediction does not see (default ``headroom_for(budget)``). Raises
+    ``BudgetError`` when nothing fits.
     The model and optimizer are not changed (probes run on copies) and the random state is restored.
     """
     params = list(model.parameters())
@@ -222,33 +261,35 @@ def plan_training(model, optimizer, loss_fn, x, y, budget, *, device=None, segme
     rng = get_rng_state()
     try:
         candidates = _candidates(model, optimizer, loss_fn, x, y, device, segments, probe_batch,
-                                 autocast_options, can_recompute, budget * (1.0 - headroom))
+                                 autocast_options, can_recompute, budget - _headroom(budget, headroom))
     finally:
         set_rng_state(rng)
-    return _choose(model, optimizer, loss_fn, budget, device, n, segments, candidates)
+    return _choose(model, optimizer, loss_fn, budget, device, n, segments, candidates,
+                   budget - _headroom(budget, headroom))
 
 
-def _choose(model, optimizer, loss_fn, budget, device, n, segments, candidates):
+def _choose(model, optimizer, loss_fn, budget, device, n, segments, candidates, limit):
     fitting = [c for c in candidates if c.fits]
     if not fitting:
-        raise BudgetError(_no_fit_message(candidates, budget, n))
+        raise BudgetError(_no_fit_message(candidates, budget, limit, n))
     chosen = min(fitting, key=lambda c: (c.seconds, c.peak_reserved))
     return BudgetPlan(model, optimizer, loss_fn, budget, device, n, segments, candidates, chosen)
+
+
+def _headroom(budget, headroom):
+    return headroom_for(budget) if headroom is None else headroom
 
 
 def _candidates(model, optimizer, loss_fn, x, y, device, segments, b, ac_options, can_recompute, limit):
     n = len(x)
     micros = sorted({math.ceil(n / 2 ** j) for j in range(int(math.log2(n)) + 1)} | {n}, reverse=True)
     twin, _ = trace._clone(model, optimizer)
-    probe_x, full_x = _tensor(x[:b], device), _tensor(x, device)
     out = []
     for ac in ac_options:
-        fwd_small = _forward_seconds(twin, segments, probe_x, device, ac)
-        fwd_full = _forward_seconds(twin, segments, full_x, device, ac)
-
-        def fwd(i, m):          # forward seconds of segment i at micro-batch m: a fixed cost plus a cost
-            fixed = min(fwd_small[i], fwd_full[i])      # per sample (measured at b and n samples; never < 0)
-            return fixed + max(fwd_full[i] - fixed, 0.0) * max(m - b, 0) / max(n - b, 1)
+        # forward seconds of each segment at every micro-batch size (and the probes'), measured: small
+        # batches cost more per sample (per-op overhead, small matrix products) than a straight line says
+        fwd = {m: _forward_seconds(twin, segments, _tensor(x[:m], device), device, ac, repeats=2)
+               for m in sorted(set(micros) | {b})}
 
         def probe(recompute, in_backward=False):
             ch = Choice(ac, recompute, None, in_backward)
@@ -258,23 +299,24 @@ def _candidates(model, optimizer, loss_fn, x, y, device, segments, b, ac_options
         base = probe(())
         # one measurement of the optimizer's time per dtype setting: it does not depend on the batch
         opt_seconds = base.seconds.get("optimizer", 0.0) + base.seconds.get("zero_grad", 0.0)
-        # a forward and backward pass costs what the probe's took at b samples (per-op overhead, the loss,
-        # the graph), plus three forwards' worth per extra sample
+        # a pass (forward + backward, about three forwards) also pays a fixed cost the forward alone does
+        # not show (the loss, the backward engine, reading the loss): what the probe's pass took beyond
+        # three forwards at b samples
         probe_pass = sum(base.seconds.get(k, 0.0) for k in ("batch", "forward", "backward")) / 2
+        extra = max(probe_pass - 3 * sum(fwd[b]), 0.0)
         order = []
         if can_recompute:
             saved = [base.per_sample(lambda t, i=i: trace.classify(t) == "activations" and t.label == f"segment {i}")
                      for i in range(len(segments))]
             order = sorted((i for i in range(len(segments) - 1) if saved[i] > 0),
-                           key=lambda i: -saved[i] / max(fwd_full[i], 1e-9))
+                           key=lambda i: -saved[i] / max(fwd[n][i], 1e-9))
         for k in range(len(order) + 1):
             recompute = tuple(order[:k])
             sm = base if k == 0 else probe(recompute)
             for m, in_bwd in [(m, False) for m in micros] + ([(n, True)] if not ac else []):
                 n_micro = math.ceil(n / m)
                 sim = trace.simulate((probe(recompute, True) if in_bwd else sm).events(m, n_micro))
-                per_pass = (probe_pass + 3 * sum(fwd(i, m) - fwd(i, b) for i in range(len(fwd_full)))
-                            + sum(fwd(i, m) for i in recompute))
+                per_pass = extra + 3 * sum(fwd[m]) + sum(fwd[m][i] for i in recompute)
                 seconds = n_micro * per_pass + opt_seconds
                 out.append(Candidate(Choice(ac, recompute, m, in_bwd), sim.peak_allocated, sim.peak_reserved, seconds,
                                      sim.peak_reserved <= limit, sim))
@@ -282,7 +324,7 @@ def _candidates(model, optimizer, loss_fn, x, y, device, segments, b, ac_options
     return out
 
 
-def _no_fit_message(candidates, budget, n):
+def _no_fit_message(candidates, budget, limit, n):
     best = min(candidates, key=lambda c: c.peak_reserved)
     cats = best.sim.at_peak
     static = cats["parameters"] + cats["optimizer state"] + cats["gradients"]
@@ -290,7 +332,8 @@ def _no_fit_message(candidates, budget, n):
     where = (f"parameters, gradients and optimizer state alone take {format_bytes(static)}"
              + (" (more than the budget: train a smaller model, or use a smaller optimizer state)"
                 if static > budget else ""))
-    return (f"plan_training: no combination fits the budget of {format_bytes(budget)}: the smallest, "
-            f"{best.choice.describe(n)}, needs {format_bytes(best.peak_reserved)} reserved "
-            f"({format_bytes(best.peak_allocated)} allocated), {format_bytes(best.peak_reserved - budget)} "
-            f"missing. At its peak: {parts}; {where}.")
+    room = budget - limit
+    return (f"plan_training: no combination fits the budget of {format_bytes(budget)} ({format_bytes(room)} of "
+            f"it kept as headroom): the smallest, {best.choice.describe(n)}, needs "
+            f"{format_bytes(best.peak_reserved)} reserved ({format_bytes(best.peak_allocated)} allocated), "
+            f"{format_bytes(best.peak_reserved - limit)} missing. At its peak: {parts}; {where}.")
