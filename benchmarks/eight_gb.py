@@ -160,10 +160,10 @@ def run_minigrad(task, epochs, seed, budget):
     from minigrad.budget import BudgetError
     try:
         r = tasks.train(task, budget=budget, epochs=epochs, seed=seed, log=lambda s: None,
-                        on_planned=lambda: (counter.reset(), marks.setdefault("planned", counter.live())))
+                        on_planned=counter.reset, on_trained=lambda: marks.setdefault("peak", counter.peak()))
     except BudgetError as e:
         return {"error": str(e)}
-    return {"peak": counter.peak() - start, "pool_reserved": r["peak_reserved"], "step_s": r["step_s"],
+    return {"peak": marks["peak"] - start, "pool_reserved": r["peak_reserved"], "step_s": r["step_s"],
             "val_loss": r["val_loss"], "metric": r["metric"], "choice": r["choice"], "steps": r["steps"],
             "budget": r["budget"], "predicted_reserved": r["plan"].predicted.peak_reserved,
             "measured_reserved_first_steps": r["measured"].peak_reserved, "pool_format": mem.format_bytes(0)}

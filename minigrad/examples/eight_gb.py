@@ -102,7 +102,7 @@ def batches(n, batch, epoch, seed):
     return [order[i:i + batch] for i in range(0, n - batch + 1, batch)]
 
 
-def evaluate(model, task, xv, yv, chunk=512):
+def evaluate(model, task, xv, yv, chunk=128):
     """(validation loss, metric) in eval mode without a graph."""
     model.eval()
     outs = []
@@ -126,11 +126,11 @@ def parse_budget(text):
 
 
 def train(task, *, budget=None, fraction=None, epochs=None, seed=0, device="cpu", log=print, limit=True,
-          on_planned=None):
+          on_planned=None, on_trained=None):
     """Train ``task`` (a name or a ``Task``) under ``budget`` bytes (or ``fraction`` of the default's
     predicted peak; neither: the default, float32 whole batch). The pool is enabled and, with ``limit``,
-    capped at the budget; ``on_planned()`` is called when planning is over and training starts (the
-    benchmark starts counting there). Returns a dict: the plan, its measurement (first steps), validation loss and
+    capped at the budget; ``on_planned()`` is called when planning is over and training starts, and
+    ``on_trained()`` when training ends, before the evaluation (the benchmark counts in between). Returns a dict: the plan, its measurement (first steps), validation loss and
     metric, seconds per step (median), and the pool's peaks over the whole run."""
     task = TASKS[task] if isinstance(task, str) else task
     epochs = task.epochs if epochs is None else epochs
@@ -164,14 +164,17 @@ def train(task, *, budget=None, fraction=None, epochs=None, seed=0, device="cpu"
                 t0 = time.perf_counter()
                 losses.append(step(x[idx], y[idx]))
                 times.append(time.perf_counter() - t0)
-        val_loss, metric = evaluate(model, task, xv, yv)
     finally:
         mem.set_memory_limit(None, device)
+    if on_trained is not None:
+        on_trained()
+    peak_reserved, peak_allocated = mem.max_memory_reserved(device), mem.max_memory_allocated(device)
+    val_loss, metric = evaluate(model, task, xv, yv)           # after training: not under the budget
     result = {"task": task.name, "params": sum(p.numel() for p in model.parameters()), "budget": budget,
               "choice": plan.choice.describe(task.batch), "plan": plan, "measured": measured,
               "val_loss": val_loss, "metric": metric, "train_loss": float(np.mean(losses[-10:])),
               "step_s": float(np.median(times)), "steps": len(times),
-              "peak_reserved": mem.max_memory_reserved(device), "peak_allocated": mem.max_memory_allocated(device)}
+              "peak_reserved": peak_reserved, "peak_allocated": peak_allocated}
     if not math.isfinite(val_loss):
         raise RuntimeError(f"{task.name}: training diverged (validation loss {val_loss})")
     log(f"{task.name}: {result['params']:,} parameters, batch {task.batch}, budget {mem.format_bytes(budget)}: "
