@@ -6,13 +6,15 @@
     for x, y in batches: step(x, y)
     print(plan.explain(plan.measure(x, y)))   # the same table with measured bytes beside the predicted
 
-The options (lecture 02's breakdown says what each attacks): **autocast** (activations in float16), 
+The options (lecture 02's breakdown says what each attacks): **autocast** (activations in float16),
 **recomputation** of segments (their activations are rebuilt in backward: one more forward of the segment),
 **micro-batches** with gradient accumulation (activations of one micro-batch at a time: more, smaller
 steps). For every combination the peak comes from ``trace.py`` (two tiny recorded steps, extrapolated
-and replayed through the caching allocator) and the time from measured forward times: a step is about
-three forwards (forward + a backward twice as long), a recomputed segment adds its forward again, each
-micro-batch pays its forward at its own size, the optimizer's time is measured once. The fastest
+and replayed through the caching allocator) and the time from forward times measured at every micro-batch
+size: a pass is about three forwards (forward + a backward twice as long) plus the fixed cost the probes
+show, a recomputed segment adds its forward again, the optimizer's time is measured once. **Optimizer in
+backward** (each parameter updated, and its gradient freed, as soon as the gradient is complete) is a
+fourth option, for float32 and the whole batch. The fastest
 combination whose predicted peak reserved memory fits under the budget wins; segments are recomputed in
 the order of most activation bytes saved per second of recomputation (the source's "switch recomputation
 on above a memory threshold": the first segments only when the budget requires them).
