@@ -90,12 +90,13 @@ class BudgetPlan:
         """Move the model's parameters and buffers, then the optimizer's state, out of the pool and back in,
         in that order, after releasing the cache: they end up packed as in a fresh pool, the layout the
         prediction starts from, instead of among the holes their initialisation left. Each tensor keeps
-        its identity (its ``.data`` is replaced by an equal array); no gradient may exist (call between
-        steps). Returns the bytes the pool reserves afterwards."""
+        its identity (its ``.data`` is replaced by an equal array); gradients are dropped, as the next
+        step's ``zero_grad`` would drop them. Returns the bytes the pool reserves afterwards."""
+        self.optimizer.zero_grad(set_to_none=True)
+        for p in self.model.parameters():
+            p.grad = None
         tensors = list(self.model.parameters()) + list(getattr(self.model, "buffers", lambda: [])())
         tensors += [v for state in self.optimizer.state.values() for v in state.values() if hasattr(v, "data")]
-        if any(getattr(t, "grad", None) is not None for t in tensors):
-            raise ArgumentError("compact: gradients exist; call it between steps, after zero_grad()")
         be = self.device.backend
         host = [be.to_host(t.data).copy() for t in tensors]
         for t, h in zip(tensors, host):
