@@ -125,15 +125,9 @@ class BudgetPlan:
         memory.reset_peak_memory_stats(self.device)
         before = _live_bytes(self.device)
         state_before = _state_bytes(self.optimizer)
-        hist, marks, times, counters = MemoryHistory(max_entries=None), [], [], {"step": -1, "micro": -1}
-
-        def on_phase(name):
-            if name == "zero_grad":
-                counters["step"] += 1
-                counters["micro"] = -1
-            elif name == "batch":
-                counters["micro"] += 1
-            marks.append((hist.seq, time.perf_counter(), trace.Phase(counters["step"], counters["micro"], name)))
+        hist, times = MemoryHistory(max_entries=None), []
+        on_phase = trace.PhaseMarks(lambda: hist.seq)
+        marks = on_phase.marks
         previous, alloc.history, step.on_phase = alloc.history, hist, on_phase
         try:
             for xb, yb in batches:

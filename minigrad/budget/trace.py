@@ -49,6 +49,21 @@ def _clone(model, optimizer):
     return twin, type(optimizer)(groups, **optimizer.defaults)
 
 
+class PhaseMarks:
+    """A ``TrainStep.on_phase`` that notes ``(event number, time, Phase)`` at each phase of each step in
+    ``marks``; ``seq()`` gives the memory history's next event number."""
+
+    def __init__(self, seq):
+        self.seq, self.marks, self.step, self.micro = seq, [], -1, -1
+
+    def __call__(self, name):
+        if name == "zero_grad":
+            self.step, self.micro = self.step + 1, -1
+        elif name == "batch":
+            self.micro += 1
+        self.marks.append((self.seq(), time.perf_counter(), Phase(self.step, self.micro, name)))
+
+
 def record_probe(model, optimizer, loss_fn, x, y, choice, segments, device, micro, steps=2):
     """Record ``steps`` optimizer steps of two micro-batches of ``micro`` samples (``x[:2*micro]``; one with
     ``optimizer_in_backward``) on a copy of the model; returns ``(tensors, phases, seconds)``: the step's tensors (``Tensor_``), the phase marks
@@ -58,16 +73,8 @@ def record_probe(model, optimizer, loss_fn, x, y, choice, segments, device, micr
                      segments, device)
     if step.scaler is not None:       # no skipped steps in the probe: the optimizer state must be made
         step.scaler = type(step.scaler)(init_scale=1.0)
-    marks, counters = [], {"step": -1, "micro": -1}
-
-    def on_phase(name):
-        if name == "zero_grad":
-            counters["step"] += 1
-            counters["micro"] = -1
-        elif name == "batch":
-            counters["micro"] += 1
-        marks.append((get_allocator(device).history.seq, time.perf_counter(),
-                      Phase(counters["step"], counters["micro"], name)))
+    on_phase = PhaseMarks(lambda: get_allocator(device).history.seq)
+    marks = on_phase.marks
 
     samples = micro if choice.optimizer_in_backward else 2 * micro      # (one pass: no accumulation)
 
