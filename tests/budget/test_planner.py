@@ -180,3 +180,21 @@ def test_segments_and_bad_choices():
         TrainStep(model, opt, loss_fn, Choice(False, (), 8, True))(x, y)
     with pytest.raises(mg.errors.ArgumentError, match="budget must be a positive"):
         plan_training(model, opt, loss_fn, x, y, budget=0)
+
+
+def test_the_prediction_holds_on_a_cuda_device(device):
+    if device.type != "cuda":
+        pytest.skip("the cpu case is the rest of this file")
+    mem.enable(device)
+    try:
+        mg.manual_seed(0)
+        model = nn.Sequential(nn.Linear(32, 256), nn.ReLU(), nn.Linear(256, 10)).to(device)
+        opt = mg.optim.AdamW(model.parameters(), lr=1e-3)
+        x, y = suite()["mlp"][1], suite()["mlp"][2]
+        plan = plan_training(model, opt, F.cross_entropy, x, y, budget=2 ** 40, autocast_options=(False,))
+        p = plan.with_choice(Choice(False, (0,), 16))
+        m = p.measure(x, y, steps=2)
+        assert p.device == device and p.predicted.peak_allocated == m.peak_allocated
+        assert all(t.device == device for t in model.parameters())
+    finally:
+        mem.disable(device)
