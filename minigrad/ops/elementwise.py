@@ -12,7 +12,7 @@ from ..autograd.function import Function
 from ..backend import dtypes
 from ..errors import ArgumentError, DTypeError
 from ..tensor_base import TensorBase as Tensor  # every Tensor is one (tensor.py imports ops)
-from ._args import NUMBER, PY_NUMBERS, as_tensor_like, operand, wrap
+from ._args import NUMBER, PY_NUMBERS, as_tensor_like, operand, quiet, wrap
 from ._rules import const, linear_jvp, tsum
 
 
@@ -133,8 +133,9 @@ class Div(Function):
     @staticmethod
     def backward(ctx, grad):
         a, b = ctx.saved_tensors
-        ga = grad / b if ctx.needs_input_grad[0] else None
-        gb = -grad * a / (b * b) if ctx.needs_input_grad[1] else None
+        with quiet():    # b = 0 gives inf gradients silently, as in PyTorch (forward already warned)
+            ga = grad / b if ctx.needs_input_grad[0] else None
+            gb = -grad * a / (b * b) if ctx.needs_input_grad[1] else None
         return ga, gb
 
     vjp = backward
@@ -183,12 +184,21 @@ class Pow(Function):
 
     @staticmethod
     def forward(ctx, a, b):
-        out = a ** b
+        if type(b) in PY_NUMBERS and b >= 0 and float(b).is_integer():
+            out = a ** b
+        else:
+            with quiet():   # 0 ** -1 = inf, (-1) ** 0.5 = nan: silent, as in PyTorch
+                out = a ** b
         ctx.save_for_backward(a, b, out)
         return out
 
     @staticmethod
     def backward(ctx, grad):
+        with quiet():       # the gradient at a = 0 of a ** 0.5 (norm, std at 0) is inf
+            return Pow._backward(ctx, grad)
+
+    @staticmethod
+    def _backward(ctx, grad):
         a, b, out = ctx.saved_tensors
         xp = ctx.xp
         ga = gb = None
@@ -281,12 +291,14 @@ class Log(Function):
     @staticmethod
     def forward(ctx, a):
         ctx.save_for_backward(a)
-        return ctx.xp.log(a)
+        with quiet():       # log(0) = -inf (masks: log(tril(ones))), log(-1) = nan: silent, as in PyTorch
+            return ctx.xp.log(a)
 
     @staticmethod
     def backward(ctx, grad):
         a, = ctx.saved_tensors
-        return grad / a
+        with quiet():
+            return grad / a
 
     @staticmethod
     def vjp(ctx, grad):
@@ -312,7 +324,8 @@ class Sqrt(Function):
     @staticmethod
     def backward(ctx, grad):
         out, = ctx.saved_tensors
-        return grad / (2 * out)
+        with quiet():       # sqrt's slope at 0 is inf: silent, as in PyTorch
+            return grad / (2 * out)
 
     @staticmethod
     def vjp(ctx, grad):
@@ -329,7 +342,8 @@ sqrt = _unary(Sqrt)
 
 
 def rsqrt(a):
-    return div(1.0, sqrt(a))
+    """1 / sqrt(a), as a ** -0.5: one op, and rsqrt(0) = inf silently, as in PyTorch."""
+    return pow(a, -0.5)
 
 
 class Abs(Function):

@@ -402,6 +402,40 @@ def repeat(a, *sizes):
     return Repeat.apply(a, reps=sizes)
 
 
+class Roll(Function):
+    """Shift elements along dims, wrapping around; the gradient rolls back by the opposite shifts."""
+
+    @staticmethod
+    def forward(ctx, a, *, shifts, dims):
+        ctx.shifts, ctx.dims = shifts, dims
+        if dims is None:                       # roll the flattened tensor, keep the shape
+            return ctx.xp.roll(a.reshape(-1), shifts).reshape(a.shape)
+        return ctx.xp.roll(a, shifts, axis=dims)
+
+    @staticmethod
+    def backward(ctx, grad):
+        back = tuple(-s for s in ctx.shifts) if isinstance(ctx.shifts, tuple) else -ctx.shifts
+        if ctx.dims is None:
+            return ctx.xp.roll(grad.reshape(-1), back).reshape(grad.shape)
+        return ctx.xp.roll(grad, back, axis=ctx.dims)
+
+
+def roll(a, shifts, dims=None):
+    """``roll(a, 1, 0)``; several dims at once with tuples of equal length; ``dims=None`` rolls the
+    flattened tensor."""
+    many = isinstance(shifts, (tuple, list))
+    if dims is None:
+        if many and len(shifts) != 1:
+            raise ArgumentError(f"roll: without dims, shifts must be one int, got {tuple(shifts)}")
+        return Roll.apply(a, shifts=int(shifts[0] if many else shifts), dims=None)
+    dims_t = tuple(dims) if isinstance(dims, (tuple, list)) else (dims,)
+    shifts_t = tuple(int(s) for s in shifts) if many else (int(shifts),)
+    if len(shifts_t) != len(dims_t):
+        raise ArgumentError(f"roll: shifts and dims must have the same length, got shifts={shifts_t} and "
+                            f"dims={dims_t}")
+    return Roll.apply(a, shifts=shifts_t, dims=tuple(norm_dim(d, a.ndim, "roll") for d in dims_t))
+
+
 class Tril(Function):
     """The lower (``upper=False``) or upper triangle from ``diagonal`` on; the rest is zero."""
 
