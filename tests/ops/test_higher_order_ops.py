@@ -97,6 +97,11 @@ OPS = [
      lambda x, y: F.nll_loss(x, mg.tensor(TGT), reduction="none") ** 2 + F.mse_loss(x, y)
      + F.binary_cross_entropy_with_logits(x, y.sigmoid(), pos_weight=mg.tensor(np.full(4, 2.0))),
      [rand(3, 4), rand(3, 4)]),
+    ("smooth_l1_bce", "SmoothL1Loss BinaryCrossEntropy",
+     lambda x, y, p: F.smooth_l1_loss(x, y, beta=0.8) + F.huber_loss(x, y, reduction="none", delta=0.5) ** 2
+     + F.binary_cross_entropy(p, y.sigmoid(), weight=mg.tensor(np.full(4, 0.7))),
+     [rand(3, 4), rand(3, 4), rand(3, 4, low=0.1) / 2]),
+    ("roll", "Roll", lambda a: mg.roll(a, 1, 1) ** 2 + mg.roll(a, (1, -1), (0, 1)) * a + mg.roll(a, 2) ** 3, [rand(2, 3)]),
     ("fused_elementwise", "FusedElementwise", lambda x, b: _compiled(x, b), [rand(2, 3), rand(3)]),
 ]
 
@@ -155,7 +160,7 @@ def test_jvp_against_finite_differences_and_double_vjp(name, covers, fn, arrays)
 
 
 def test_the_fused_case_runs_a_fused_chain():
-    _compiled(*_inputs(OPS[-1][3]))
+    _compiled(*_inputs(OPS[-1][3]))  # the last case
     assert any(n.target is FusedElementwise for n in _compiled.graphs()[0].nodes)
 
 

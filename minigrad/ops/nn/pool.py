@@ -286,7 +286,7 @@ def _geometry(cls, x, kernel, stride, pads, dilation=None, ceil_mode=False, **_)
 
 def _window_slices(geo, t):
     """The tangent ``t`` zero-padded like the input, cut into one strided slice per kernel offset."""
-    from ..shape import Pad
+    from ..shape_copy import Pad
     t4 = t.unsqueeze(0) if geo.unbatched else t
     widths = ((0, 0), (0, 0)) + tuple((p, p + e) for p, e in zip(geo.pads, geo.extra))
     tp = Pad.apply(t4, widths=widths, value=0.0) if any(map(any, widths)) else t4
