@@ -237,8 +237,7 @@ class FusedElementwise(Function):
     # Beyond first order: the chain replayed op by op (each one differentiable again), then differentiated
     @staticmethod
     def vjp(ctx, grad):
-        from ...autograd.higher_order import partials
-        return partials(lambda *xs: replay(ctx.kernel, xs), ctx.saved_tensors, grad, ctx.needs_input_grad)
+        return ctx.partials(lambda *xs: replay(ctx.kernel, xs), ctx.saved_tensors, grad, ctx.needs_input_grad)
 
     @staticmethod
     def jvp(primals, tangents, out, kernel):

@@ -11,7 +11,6 @@ loss_i = -sum_c w[c] t[i, c] logp[i, c] and 'mean' divides by the number of samp
 """
 from ...autograd.function import Function
 from ...errors import ArgumentError, DTypeError, OpIndexError, ShapeError
-from ...autograd.higher_order import input_as, partials
 from .._rules import composite_jvp, const
 from ._util import (check_dtype_like, check_reduction, check_tensors, grad_scale, reduce_in_ops, reduce_loss, save,
                     saved)
@@ -154,19 +153,19 @@ class CrossEntropy(Function):
         # derivatives of every order), connected to the logits' place in the graph
         if ctx.probs:
             logp, wt, weight = saved(ctx)
-            z = input_as(ctx, 0, logp.data.reshape(ctx.x_shape))
-            target = input_as(ctx, 1, ctx.xp.zeros(ctx.x_shape, logp.data.dtype))
+            z = ctx.input_as(0, logp.data.reshape(ctx.x_shape))
+            target = ctx.input_as(1, ctx.xp.zeros(ctx.x_shape, logp.data.dtype))
             w_b = 1.0 if weight is None else weight.detach().reshape(_classes_shape(logp))
             coef = (1.0 - ctx.eps) * w_b      # wt = target (1 - eps) w + constants: linear in the target
             fn = lambda z, t: _ce_probs(z, wt.detach().reshape(ctx.x_shape) + (t - t.detach()) * coef,  # noqa
                                         ctx.reduction, ctx.factor, ctx.x_shape)
-            dx, dt = partials(fn, (z, target), grad, ctx.needs_input_grad[:2])
+            dx, dt = ctx.partials(fn, (z, target), grad, ctx.needs_input_grad[:2])
             return dx, dt, None
         logp, safe, valid, w_t, weight = saved(ctx)
-        z = input_as(ctx, 0, logp.data.reshape(ctx.x_shape))
+        z = ctx.input_as(0, logp.data.reshape(ctx.x_shape))
         fn = lambda z: _ce_classes(z, safe.data, valid.data, w_t.detach(), weight, ctx.eps,  # noqa: E731
                                    ctx.reduction, ctx.factor, ctx.x_shape)
-        return partials(fn, (z,), grad, ctx.needs_input_grad[:1])[0], None, None
+        return ctx.partials(fn, (z,), grad, ctx.needs_input_grad[:1])[0], None, None
 
     @staticmethod
     def jvp(primals, tangents, out, ignore_index, reduction, label_smoothing):

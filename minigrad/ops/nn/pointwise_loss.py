@@ -6,7 +6,6 @@ import warnings
 import numpy as np  # shape arithmetic only
 
 from ...autograd.function import Function
-from ...autograd.higher_order import input_as, partials
 from ...errors import ArgumentError, DTypeError, ShapeError
 from .._args import quiet
 from .._rules import composite_jvp
@@ -35,8 +34,8 @@ class MseLoss(Function):
     @staticmethod
     def vjp(ctx, grad):
         d, = ctx.node.saved_tensors   # a - b, connected to both inputs (their values are not saved)
-        a, b = input_as(ctx, 0, d), input_as(ctx, 1, ctx.xp.zeros_like(d))
-        return partials(lambda a, b: reduce_in_ops((a - b) * (a - b), ctx.reduction, ctx.factor), (a, b), grad,
+        a, b = ctx.input_as(0, d), ctx.input_as(1, ctx.xp.zeros_like(d))
+        return ctx.partials(lambda a, b: reduce_in_ops((a - b) * (a - b), ctx.reduction, ctx.factor), (a, b), grad,
                         ctx.needs_input_grad)
 
     @staticmethod
@@ -106,9 +105,9 @@ class SmoothL1Loss(Function):
     @staticmethod
     def vjp(ctx, grad):
         d, small = ctx.node.saved_tensors   # d = a - b, connected to both inputs (their values are not saved)
-        a, b = input_as(ctx, 0, d), input_as(ctx, 1, ctx.xp.zeros_like(d))
+        a, b = ctx.input_as(0, d), ctx.input_as(1, ctx.xp.zeros_like(d))
         fn = lambda a, b: _smooth_l1_in_ops(a - b, small, ctx.beta, ctx.scale, ctx.reduction, ctx.factor)  # noqa
-        return partials(fn, (a, b), grad, ctx.needs_input_grad)
+        return ctx.partials(fn, (a, b), grad, ctx.needs_input_grad)
 
     @staticmethod
     def jvp(primals, tangents, out, reduction, beta, scale):
@@ -181,7 +180,7 @@ class BinaryCrossEntropy(Function):
     @staticmethod
     def vjp(ctx, grad):
         x, t, weight = saved(ctx)[:3]
-        return partials(lambda *a: _bce_probs_in_ops(*a, ctx.reduction, ctx.factor), (x, t, weight), grad,
+        return ctx.partials(lambda *a: _bce_probs_in_ops(*a, ctx.reduction, ctx.factor), (x, t, weight), grad,
                         ctx.needs_input_grad)
 
     @staticmethod
@@ -253,7 +252,7 @@ class BinaryCrossEntropyWithLogits(Function):
     @staticmethod
     def vjp(ctx, grad):
         x, t, weight, pos_weight, _, _ = saved(ctx)
-        return partials(lambda *a: _bce(*a, ctx.reduction, ctx.factor), (x, t, weight, pos_weight), grad,
+        return ctx.partials(lambda *a: _bce(*a, ctx.reduction, ctx.factor), (x, t, weight, pos_weight), grad,
                         ctx.needs_input_grad)
 
     @staticmethod

@@ -156,7 +156,7 @@ class _MaxPoolNd(Function):
     @staticmethod
     def vjp(ctx, grad):
         x, out = ctx.node.saved_tensors
-        return _transpose(lambda t: _max_tangent(ctx, x, out, t), x, grad)
+        return _transpose(ctx, lambda t: _max_tangent(ctx, x, out, t), x, grad)
 
     @classmethod
     def jvp(cls, primals, tangents, out, **options):
@@ -213,7 +213,7 @@ class _AvgPoolNd(Function):
     @staticmethod
     def vjp(ctx, grad):   # linear: the transpose of the window sums, in minigrad ops
         like = ctx.xp.zeros(ctx.in_shape[1:] if ctx.unbatched else ctx.in_shape, grad.data.dtype)
-        return _transpose(lambda t: _avg_tangent(ctx, t), like, grad)
+        return _transpose(ctx, lambda t: _avg_tangent(ctx, t), like, grad)
 
     @classmethod
     def jvp(cls, primals, tangents, out, **options):
@@ -311,13 +311,12 @@ def _avg_tangent(geo, t):
     return res[0] if geo.unbatched else res
 
 
-def _transpose(tangent, like, grad):
+def _transpose(ctx, tangent, like, grad):
     """The vjp of an op linear in its input (here, for fixed maxima) from its tangent map: the gradient
     of <tangent(t), grad> with respect to t (``like``: an array of the input's shape and dtype)."""
-    from ...autograd.higher_order import partials
     t = const(grad, grad.device.xp.zeros(like.shape, like.dtype))
     t.requires_grad = True
-    return partials(tangent, (t,), grad, (True,))[0]
+    return ctx.partials(tangent, (t,), grad, (True,))[0]
 
 
 def pool_args(op, nd, kernel_size, stride, padding, dilation=1):
