@@ -65,66 +65,52 @@ def clamp(a, min=None, max=None):
 clip = clamp
 
 
-def _pick_backward(ctx, grad, first_wins):
-    """Gradient of maximum/minimum: to the input that was picked; ties split it equally (as PyTorch)."""
-    a, b = ctx.saved_tensors
-    share = first_wins(a, b) + (a == b) * 0.5
-    return grad * share.astype(grad.dtype), grad * (1 - share).astype(grad.dtype)
+class _Pick(Function):
+    """maximum/minimum: the gradient goes to the input that was picked; ties split it equally (as PyTorch).
+    ``first_wins(a, b)``: where the first input is the one picked."""
+    first_wins = None
+
+    @staticmethod
+    def backward(ctx, grad):
+        share = ctx.share(*ctx.saved_tensors)
+        return grad * share.astype(grad.dtype), grad * (1 - share).astype(grad.dtype)
+
+    @staticmethod
+    def vjp(ctx, grad):
+        share = const(ctx, ctx.share(*ctx.node.saved_tensors).astype(grad.data.dtype))
+        return grad * share, grad * (1 - share)
+
+    @classmethod
+    def jvp(cls, primals, tangents, out):
+        (a, b), (ta, tb) = primals, tangents
+        share = const(a, cls.share(_raw(a), _raw(b)).astype(a.data.dtype))
+        return tsum(None if ta is None else ta * share, None if tb is None else tb * (1 - share))
+
+    @classmethod
+    def share(cls, a, b):
+        return cls.first_wins(a, b) + (a == b) * 0.5
 
 
-def _pick_vjp(ctx, grad, first_wins):
-    a, b = ctx.node.saved_tensors
-    share = const(ctx, (first_wins(a, b) + (a == b) * 0.5).astype(grad.data.dtype))
-    return grad * share, grad * (1 - share)
+class Maximum(_Pick):
+    first_wins = staticmethod(lambda a, b: a > b)
 
-
-def _pick_jvp(primals, tangents, first_wins):
-    (a, b), (ta, tb) = primals, tangents
-    ra, rb = _raw(a), _raw(b)
-    share = const(a, (first_wins(ra, rb) + (ra == rb) * 0.5).astype(a.data.dtype))
-    return tsum(None if ta is None else ta * share, None if tb is None else tb * (1 - share))
-
-
-class Maximum(Function):
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
         return ctx.xp.maximum(a, b)
-
-    @staticmethod
-    def backward(ctx, grad):
-        return _pick_backward(ctx, grad, lambda a, b: a > b)
-
-    @staticmethod
-    def vjp(ctx, grad):
-        return _pick_vjp(ctx, grad, lambda a, b: a > b)
-
-    @staticmethod
-    def jvp(primals, tangents, out):
-        return _pick_jvp(primals, tangents, lambda a, b: a > b)
 
 
 def maximum(a, b):
     return Maximum.apply(a, operand(b, a))
 
 
-class Minimum(Function):
+class Minimum(_Pick):
+    first_wins = staticmethod(lambda a, b: a < b)
+
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
         return ctx.xp.minimum(a, b)
-
-    @staticmethod
-    def backward(ctx, grad):
-        return _pick_backward(ctx, grad, lambda a, b: a < b)
-
-    @staticmethod
-    def vjp(ctx, grad):
-        return _pick_vjp(ctx, grad, lambda a, b: a < b)
-
-    @staticmethod
-    def jvp(primals, tangents, out):
-        return _pick_jvp(primals, tangents, lambda a, b: a < b)
 
 
 def minimum(a, b):

@@ -225,8 +225,7 @@ class ConvInputGrad(Function):
         g, w = ctx.saved_tensors
         hb, gb = (h[None], g[None]) if ctx.unbatched else (h, g)
         cols = _im2col(ctx, hb, False)
-        dg = matmul(ctx.xp, cols, _weight_matrix(ctx.xp, w, None, ctx.groups, ctx.kc).swapaxes(1, 2))
-        dg = _cols_out(ctx, dg, w.shape[0])
+        dg = _conv_cols(ctx, cols, w)
         dw = _weight_grad(ctx, gb, cols, w.shape)[0] if ctx.needs_input_grad[1] else None
         return (dg[0] if ctx.unbatched else dg) if ctx.needs_input_grad[0] else None, dw
 
@@ -267,9 +266,7 @@ class ConvWeightGrad(Function):
         dx = _input_grad(ctx, gb, h) if ctx.needs_input_grad[0] else None
         dg = None
         if ctx.needs_input_grad[1]:
-            cols = _im2col(ctx, xb, False)
-            dg = _cols_out(ctx, matmul(ctx.xp, cols, _weight_matrix(ctx.xp, h, None, ctx.groups, ctx.kc)
-                                       .swapaxes(1, 2)), h.shape[0])
+            dg = _conv_cols(ctx, _im2col(ctx, xb, False), h)
         return ((dx[0] if ctx.unbatched else dx) if dx is not None else None,
                 (dg[0] if ctx.unbatched else dg) if dg is not None else None)
 
@@ -288,9 +285,10 @@ class ConvWeightGrad(Function):
                     None if tg is None else ConvWeightGrad.apply(x, tg, geo=geo))
 
 
-def _cols_out(ctx, y, O):
-    """(G, N*L, Og) GEMM results -> (N, O, *out), as conv's forward lays them out."""
-    N = y.shape[1] // math.prod(ctx.out)
+def _conv_cols(ctx, cols, weight):
+    """The convolution of the input ``cols`` (im2col'd, without bias) with ``weight``: (N, O, *out)."""
+    y = matmul(ctx.xp, cols, _weight_matrix(ctx.xp, weight, None, ctx.groups, ctx.kc).swapaxes(1, 2))
+    N, O = y.shape[1] // math.prod(ctx.out), weight.shape[0]
     return ctx.xp.moveaxis(y.swapaxes(0, 1).reshape((N,) + ctx.out + (O,)), -1, 1)
 
 
