@@ -70,7 +70,7 @@ def _bad_grad(node, index, grad, shape):
 
 
 def _check_versions(node):
-    for counter, version, index, _ in node._versions:
+    for counter, version, index in node._versions:
         if counter.value != version:
             label = "its output" if index < 0 else f"input {index}"
             raise InplaceModificationError(

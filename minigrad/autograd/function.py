@@ -110,6 +110,7 @@ class Function:
     _unpack = None      # how saved arrays are read back: the hooks' unpack, or widening (opmath.py)
     _compute = None     # the dtype backward computes in when it differs from the output's (opmath.py)
     _saved = ()         # what save_for_backward kept; None once backward freed it
+    _unrecorded = ()    # positions of saved values that are no input's or output's storage (_version_records)
     _next = ()          # one (node, shape, dtype) tuple or None per positional input: see ``next``
     fused = None
     exact_dtype = False  # True for ops whose output dtype is their point (Cast): never re-cast
@@ -306,26 +307,32 @@ def _undo_legacy_promotion(out, raw):
 
 def _version_records(ctx, args, raw, out, result):
     """For each saved array that is an argument's (or the output's) storage: (counter, version at save
-    time, argument position or -1 for the output, position among the saved). The engine compares versions
-    before running backward; ``create_graph`` turns such saved arrays back into tensors of the graph
-    (``higher_order.saved_tensors``)."""
+    time, argument position, -1 for the output). The engine compares versions before running backward.
+    The positions of the other saved arrays (computed in forward) go to ``ctx._unrecorded`` (only when there
+    are some: nothing is added to the hot path): ``create_graph`` turns the recorded ones back into tensors
+    of the graph (``higher_order.saved_tensors``)."""
     saved = ctx._saved
     if ctx._unpack is not None:  # packed by saved_tensors_hooks: record the originals' versions
         saved, ctx._raw = ctx._raw, None
     records = []
-    for position, s in enumerate(saved):
+    unrecorded = None
+    for s in saved:
         if s is out:
-            records.append((result._version_counter, 0, -1, position))
+            records.append((result._version_counter, 0, -1))
             continue
         i = 0
         for r in raw:  # raw[i] is args[i] unwrapped
-            if r is s:
-                a = args[i]
-                if isinstance(a, Tensor):
-                    vc = a._version_counter
-                    records.append((vc, vc.value, i, position))
+            if r is s and isinstance(args[i], Tensor):
+                vc = args[i]._version_counter
+                records.append((vc, vc.value, i))
                 break
             i += 1
+        else:          # computed in forward, or a number: its position among the saved
+            if unrecorded is None:
+                unrecorded = []
+            unrecorded.append(len(records) + len(unrecorded))
+    if unrecorded:
+        ctx._unrecorded = tuple(unrecorded)
     return records
 
 

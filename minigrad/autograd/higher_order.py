@@ -101,7 +101,9 @@ def saved_tensors(node):
     (output) again, connected to the graph; other arrays become constants; numbers pass through."""
     saved = node.saved_tensors
     Tensor = function.Tensor
-    origin = {position: index for _, _, index, position in node._versions}
+    unrecorded = node._unrecorded   # the others, in order, are the version records' inputs (or output)
+    positions = [p for p in range(len(saved)) if p not in unrecorded]
+    origin = {position: record[2] for position, record in zip(positions, node._versions)}
     out = []
     for position, s in enumerate(saved):
         if not hasattr(s, "dtype") or not hasattr(s, "shape"):
