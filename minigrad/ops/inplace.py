@@ -56,6 +56,8 @@ def _write(t, index, values, op):
         raise OpIndexError(f"{op}: {e} (tensor shape {tuple(t.shape)})") from None
     except (ValueError, TypeError) as e:
         raise ShapeError(f"{op}: {e} (tensor shape {tuple(t.shape)})") from None
+    if getattr(t, "_fw", None) is not None:   # a value written outside any op: no tangent (``_rebase`` sets
+        t._fw = None                          # the op's back right after)
     return bump(t)
 
 

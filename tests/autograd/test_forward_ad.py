@@ -72,6 +72,8 @@ def test_tangents_of_inputs_without_one_are_zero_and_in_place_ops_keep_tangents(
         z.mul_(w)
         z[0] = 5.0
         np.testing.assert_allclose(fwAD.unpack_dual(z).tangent.numpy(), [0.0, 4.0])
+        z.fill_(1.0)                                       # a constant: no tangent any more
+        assert fwAD.unpack_dual(z).tangent is None
 
 
 def test_forward_over_reverse_hessian_vector_product():
