@@ -67,8 +67,13 @@ clip = clamp
 
 class _Pick(Function):
     """maximum/minimum: the gradient goes to the input that was picked; ties split it equally (as PyTorch).
-    ``first_wins(a, b)``: where the first input is the one picked."""
-    first_wins = None
+    ``first_wins(a, b)``: where the first input is the one picked; ``ufunc``: the array module's function."""
+    first_wins = ufunc = None
+
+    @classmethod
+    def forward(cls, ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return getattr(ctx.xp, cls.ufunc)(a, b)
 
     @staticmethod
     def backward(ctx, grad):
@@ -92,12 +97,7 @@ class _Pick(Function):
 
 
 class Maximum(_Pick):
-    first_wins = staticmethod(lambda a, b: a > b)
-
-    @staticmethod
-    def forward(ctx, a, b):
-        ctx.save_for_backward(a, b)
-        return ctx.xp.maximum(a, b)
+    first_wins, ufunc = staticmethod(lambda a, b: a > b), "maximum"
 
 
 def maximum(a, b):
@@ -105,12 +105,7 @@ def maximum(a, b):
 
 
 class Minimum(_Pick):
-    first_wins = staticmethod(lambda a, b: a < b)
-
-    @staticmethod
-    def forward(ctx, a, b):
-        ctx.save_for_backward(a, b)
-        return ctx.xp.minimum(a, b)
+    first_wins, ufunc = staticmethod(lambda a, b: a < b), "minimum"
 
 
 def minimum(a, b):
