@@ -1,0 +1,532 @@
+"""a9_model_parallelism: the student writes Megatron's tensor parallelism, then a fully sharded (ZeRO-3) unit.
+
+  part1  CopyToParallel (f), ReduceFromParallel (g)   the conjugate ops: identity / all-reduce, swapped in backward
+         ColumnParallelLinear, RowParallelLinear       an MLP split over ranks: one all-reduce forward, one backward
+  part2  shard_flat(arrays, comm)                      FSDP's flat parameter, padded, one chunk per rank
+         FSDPLinear (a Function)                       all-gather before forward, freed after, gathered again in
+                                                       backward, gradients reduce-scattered and averaged
+
+Each rank runs on a recorded world (``minigrad.distributed.SimWorld``: the ranks are threads of the sandboxed
+child, as in a6) and is handed a recorder with only the collectives of its part: part 1 ``all_reduce`` and
+``all_gather``, part 2 ``all_gather`` and ``reduce_scatter``. They are built on the world's point-to-point
+messages, and the world's own all-reduce is a stub in both children, so every number a rank receives goes
+through a logged message. The parent holds the world's message log against the recorded collectives (any
+other traffic rejects the part, ``_a9_model_parallelism/comm.py``), then judges: values and gradients vs
+the one-process model in float64 NumPy (``_a9_model_parallelism/reference.py``) on 2-4 ranks and shapes the
+handout does not use; which collectives ran in forward and in backward, with how many bytes; what each
+rank put into them (its own shard's partial sums, never the full weight: a "parallel" layer that gathers
+its weight fails there); and, for the sharded unit, the bytes still allocated when forward returns (the
+grader's checked meter, the recorder's own copies taken out), credited only beside right gradients.
+"""
+import numpy as np
+
+from autograder import verdicts as V
+from autograder.spec import Assignment, Case, Part, Test, Verdict
+
+def _run_world(case, rank_fn, part, recorders=None):
+    """Child: the recorded world (``_a9_model_parallelism/world.py``)."""
+    from autograder.assignments._a9_model_parallelism import world
+    return world.run_world(case.params["world"], rank_fn, world.TPComm if part == 1 else world.FSDPComm, recorders)
+
+
+def _world(case, rank_fn, part):
+    from autograder.assignments._a9_model_parallelism import world
+    return world.observation(*_run_world(case, rank_fn, part))
+
+
+def _grad(t):
+    return np.full(t.shape, np.nan) if t.grad is None else t.grad.numpy()
+
+
+def _comm():
+    from autograder.assignments._a9_model_parallelism import comm
+    return comm
+
+
+def _ref():
+    from autograder.assignments._a9_model_parallelism import reference
+    return reference
+
+
+def _values(case, obs, name, want, what, r):
+    got = obs.get(f"{name}.{r}")
+    if got is not None and np.all(np.isnan(got)) and np.size(want):
+        return Verdict.fail(f"rank {r}: {what} is None (no gradient reached it)")
+    return V.compare(f"rank {r}: {what}", got, want, atol=1e-9, rtol=1e-9)
+
+
+# ---- part 1: tensor parallelism ----------------------------------------------------------------------------------
+def inputs_tp(p):
+    rng = np.random.default_rng(p["seed"])
+    n, B, (d, h, o) = p["world"], p["batch"], p["widths"]
+    return {"x": rng.standard_normal((B, d)), "xs": rng.standard_normal((n, B, d)),
+            "Us": rng.standard_normal((n, B, d)), "W1": rng.standard_normal((h, d)) * 0.5,
+            "b1": rng.standard_normal(h) * 0.1, "W2": rng.standard_normal((o, h)) * 0.5,
+            "b2": rng.standard_normal(o) * 0.1, "U": rng.standard_normal((B, o)), "Uh": rng.standard_normal((B, h))}
+
+
+def _rows(case, r):
+    k = case.params["widths"][1] // case.params["world"]
+    return slice(r * k, (r + 1) * k)
+
+
+def observe_conjugate(ns, case):
+    """f on a replicated x, g on per-rank xs; every rank backpropagates its own upstream gradient."""
+    import minigrad as mg
+    op = case.params["op"]
+
+    def rank(comm, r, mark):
+        x = mg.tensor(case["x"] if op == "f" else case["xs"][r], requires_grad=True)
+        y = (ns.CopyToParallel if op == "f" else ns.ReduceFromParallel).apply(x, comm=comm)
+        mark()
+        (y * mg.tensor(case["Us"][r])).sum().backward()
+        return {"y": y.detach().numpy(), "dx": _grad(x)}
+    return _world(case, rank, 1)
+
+
+def verdict_conjugate(case, obs, ctx):
+    C = _comm()
+    bad = C.check_world(case, obs)
+    if bad:
+        return bad
+    op, n, Us = case.params["op"], case.params["world"], case["Us"]
+    name = {"f": "CopyToParallel (f)", "g": "ReduceFromParallel (g)"}[op]
+    nbytes = Us[0].nbytes
+    for r in range(n):
+        y_want = case["x"] if op == "f" else case["xs"].sum(0)
+        dx_want = Us.sum(0) if op == "f" else Us[r]
+        dx = obs.get(f"dx.{r}")
+        if op == "f" and dx is not None and np.allclose(dx, Us[r]) and n > 1:
+            return Verdict.fail(f"{name}: rank {r}'s x.grad is its own upstream gradient: f's backward must "
+                                f"all-reduce (sum) it, since every rank's slice of the next layer adds a gradient "
+                                f"to the same replicated input")
+        if op == "g" and dx is not None and np.allclose(dx, Us.sum(0)) and n > 1:
+            return Verdict.fail(f"{name}: rank {r}'s x.grad is the sum of every rank's upstream gradient: g's "
+                                f"backward is the identity (the gradient of a sum w.r.t. each term is the upstream "
+                                f"gradient itself)")
+        v = _values(case, obs, "y", y_want, f"{name} forward", r) & \
+            _values(case, obs, "dx", dx_want, f"{name} backward: x.grad", r)
+        if not v.passed:
+            return v
+        want = ([], [("all_reduce", nbytes)]) if op == "f" else ([("all_reduce", nbytes)], [])
+        for which in (0, 1):
+            bad = C.expect_phase(obs, r, which, want[which], name)
+            if bad:
+                return bad
+        carried = Us[r] if op == "f" else case["xs"][r]
+        bad = C.payload_is(obs, r, 1 if op == "f" else 0, 0, carried, name)
+        if bad:
+            return bad
+    return Verdict.ok()
+
+
+def observe_layer(ns, case):
+    """One column-parallel or row-parallel layer alone, with each rank's shard of the weights."""
+    import minigrad as mg
+    col = case.params["layer"] == "column"
+
+    def rank(comm, r, mark):
+        rows = _rows(case, r)
+        if col:
+            layer = ns.ColumnParallelLinear(case["W1"][rows].copy(), case["b1"][rows].copy(), comm)
+            x, up = mg.tensor(case["x"], requires_grad=True), case["Uh"][:, rows]
+        else:
+            layer = ns.RowParallelLinear(case["W1"].T[:, rows].copy(), case["bd"].copy(), comm)
+            x, up = mg.tensor(case["Uh"][:, rows].copy(), requires_grad=True), case["x"]
+        y = layer(x)
+        mark()
+        (y * mg.tensor(up)).sum().backward()
+        return {"y": y.detach().numpy(), "dx": _grad(x), "dW": _grad(layer.weight), "db": _grad(layer.bias)}
+    return _world(case, rank, 1)
+
+
+def inputs_layer(p):
+    out = inputs_tp(p)
+    out["bd"] = np.random.default_rng(p["seed"] + 1).standard_normal(p["widths"][0]) * 0.1
+    return out
+
+
+def verdict_layer(case, obs, ctx):
+    """Column: x (B, d) -> (B, h/N) with W1's rows; row: Uh's columns (B, h/N) -> (B, d) with W1.T's rows."""
+    C = _comm()
+    bad = C.check_world(case, obs)
+    if bad:
+        return bad
+    n, col = case.params["world"], case.params["layer"] == "column"
+    W, x, Uh = case["W1"], case["x"], case["Uh"]
+    name = "ColumnParallelLinear" if col else "RowParallelLinear"
+    for r in range(n):
+        rows = _rows(case, r)
+        if col:
+            want = {"y": x @ W[rows].T + case["b1"][rows], "dx": Uh @ W, "dW": Uh[:, rows].T @ x,
+                    "db": Uh[:, rows].sum(0)}
+            comm_want, carried = ([], [("all_reduce", x.nbytes)]), (1, Uh[:, rows] @ W[rows])
+        else:
+            partial = Uh[:, rows] @ W[rows]
+            want = {"y": Uh @ W + case["bd"], "dx": x @ W[rows].T, "dW": x.T @ Uh[:, rows], "db": x.sum(0)}
+            comm_want, carried = ([("all_reduce", x.nbytes)], []), (0, partial)
+            got = obs.get(f"y.{r}")
+            if got is not None and got.shape == want["y"].shape and n > 1 and \
+                    np.allclose(got, Uh @ W + n * case["bd"]):
+                return Verdict.fail(f"{name}: rank {r}'s output holds the bias {n} times: add the bias after the "
+                                    f"all-reduce (every rank adds its partial sum, and each would add the bias)")
+        for key, what in (("y", "forward output"), ("dx", "x.grad"), ("dW", "weight.grad"), ("db", "bias.grad")):
+            v = _values(case, obs, key, want[key], f"{name} {what}", r)
+            if not v.passed:
+                return v
+        for which in (0, 1):
+            bad = C.expect_phase(obs, r, which, comm_want[which], name)
+            if bad:
+                return bad
+        bad = C.payload_is(obs, r, carried[0], 0, carried[1], name)
+        if bad:
+            return bad
+    return Verdict.ok()
+
+
+def observe_mlp(ns, case):
+    """Column-parallel -> tanh -> row-parallel, the loss sum(y * U) on every rank."""
+    import minigrad as mg
+
+    def rank(comm, r, mark):
+        rows = _rows(case, r)
+        fc = ns.ColumnParallelLinear(case["W1"][rows].copy(), case["b1"][rows].copy(), comm)
+        proj = ns.RowParallelLinear(case["W2"][:, rows].copy(), case["b2"].copy(), comm)
+        x = mg.tensor(case["x"], requires_grad=True)
+        y = proj(fc(x).tanh())
+        mark()
+        (y * mg.tensor(case["U"])).sum().backward()
+        return {"y": y.detach().numpy(), "dx": _grad(x), "dW1": _grad(fc.weight), "db1": _grad(fc.bias),
+                "dW2": _grad(proj.weight), "db2": _grad(proj.bias)}
+    return _world(case, rank, 1)
+
+
+def verdict_mlp(case, obs, ctx):
+    C = _comm()
+    bad = C.check_world(case, obs)
+    if bad:
+        return bad
+    n, x, U = case.params["world"], case["x"], case["U"]
+    y, dx, dW1, db1, dW2, db2, h = _ref().mlp(x, case["W1"], case["b1"], case["W2"], case["b2"], U)
+    for r in range(n):
+        rows = _rows(case, r)
+        want = {"y": y, "dx": dx, "dW1": dW1[rows], "db1": db1[rows], "dW2": dW2[:, rows], "db2": db2}
+        for key in want:
+            v = _values(case, obs, key, want[key], f"the tensor-parallel MLP vs one process: {key}", r)
+            if not v.passed:
+                return v
+        if not np.array_equal(obs[f"y.{r}"], obs["y.0"]):
+            return Verdict.fail(f"rank {r}'s output differs from rank 0's in its last bits: every rank must "
+                                f"return the all-reduced sum itself")
+        for which, want_ops in ((0, [("all_reduce", y.nbytes)]), (1, [("all_reduce", x.nbytes)])):
+            bad = C.expect_phase(obs, r, which, want_ops, "the tensor-parallel MLP")
+            if bad:
+                return bad
+        bad = C.payload_is(obs, r, 0, 0, h[:, rows] @ case["W2"][:, rows].T, "the tensor-parallel MLP") or \
+            C.payload_is(obs, r, 1, 0, ((U @ case["W2"]) * (1 - h ** 2))[:, rows] @ case["W1"][rows],
+                         "the tensor-parallel MLP")
+        if bad:
+            return bad
+    return Verdict.ok(f"{y.nbytes} bytes all-reduced forward, {x.nbytes} backward, per rank")
+
+
+# ---- part 2: a fully sharded unit ----------------------------------------------------------------------------
+def inputs_fsdp(p):
+    rng = np.random.default_rng(p["seed"])
+    n, B, widths = p["world"], p["batch"], p["widths"]
+    out = {"X": rng.standard_normal((p.get("steps", 1), n * B, widths[0])),
+           "U": rng.standard_normal((p.get("steps", 1), n * B, widths[-1]))}
+    R = _ref()
+    for k, (i, o) in enumerate(zip(widths[:-1], widths[1:])):
+        W, b = rng.standard_normal((o, i)) / np.sqrt(i), rng.standard_normal(o) * 0.1
+        flat, _ = R.flat_padded([W, b], n)
+        out.update({f"W{k}": W, f"b{k}": b, f"shards{k}": flat.reshape(n, -1)})
+    return out
+
+
+def observe_shard(ns, case):
+    shapes = case.params["shapes"]
+    arrays = [case[f"a{k}"] for k in range(len(shapes))]
+    return _world(case, lambda comm, r, mark: {"shard": ns.shard_flat([a.copy() for a in arrays], comm)},
+                  2)
+
+
+def inputs_shard(p):
+    rng = np.random.default_rng(p["seed"])
+    return {f"a{k}": rng.standard_normal(s) for k, s in enumerate(p["shapes"])}
+
+
+def verdict_shard(case, obs, ctx):
+    C = _comm()
+    bad = C.check_world(case, obs)
+    if bad:
+        return bad
+    n = case.params["world"]
+    arrays = [case[f"a{k}"] for k in range(len(case.params["shapes"]))]
+    flat, k = _ref().flat_padded(arrays, n)
+    for r in range(n):
+        got = obs.get(f"shard.{r}")
+        if got is not None and np.ndim(got) == 1 and got.size == flat.size // n + 1:
+            return Verdict.fail(f"rank {r}'s shard has {got.size} numbers; {flat.size - sum(a.size for a in arrays)} "
+                                f"zeros of padding make the flat vector split into {n} equal chunks of {k}")
+        v = V.compare(f"rank {r}: shard_flat", got, flat[r * k:(r + 1) * k], atol=0, rtol=0)
+        if not v.passed:
+            return v
+        bad = C.expect_phase(obs, r, 0, [], "shard_flat")
+        if bad:
+            return bad
+    return Verdict.ok()
+
+
+def _fsdp_rank(ns, case, steps, lr, mark=None, hold=None):
+    """One rank of an FSDP model: tanh-joined FSDPLinear units on this rank's rows, plain SGD on the shards."""
+    import minigrad as mg
+    widths, B = case.params["widths"], case.params["batch"]
+
+    def rank(comm, r, mark_):
+        shards = [mg.tensor(case[f"shards{k}"][r].copy(), requires_grad=True) for k in range(len(widths) - 1)]
+        out = {}
+        for step in range(steps):
+            rows = slice(r * B, (r + 1) * B)
+            a = mg.tensor(case["X"][step, rows].copy(), requires_grad=True)
+            x = a
+            for k, s in enumerate(shards):
+                a = ns.FSDPLinear.apply(a, s, comm=comm, out_features=widths[k + 1], in_features=widths[k])
+                if k < len(shards) - 1:
+                    a = a.tanh()
+            if hold is not None:                # part of the memory test: keep the graph, backward later
+                hold[r] = (a, x, shards)
+                return {}
+            mark_()
+            ((a * mg.tensor(case["U"][step, rows])).sum() / B).backward()
+            if step == 0:
+                out.update({"y": a.detach().numpy(), "dx": _grad(x)})
+                out.update({f"g{k}": _grad(s) for k, s in enumerate(shards)})
+            with mg.no_grad():
+                for s in shards:
+                    if s.grad is not None:
+                        s.sub_(lr * s.grad)
+                    s.grad = None
+        out.update({f"s{k}": s.detach().numpy() for k, s in enumerate(shards)})
+        return out
+    return rank
+
+
+def observe_fsdp(ns, case):
+    steps = case.params.get("steps", 1)
+    return _world(case, _fsdp_rank(ns, case, steps, case.params.get("lr", 0.0)), 2)
+
+
+def _fsdp_expected(case, r):
+    """Rank r's first-step output and x.grad (its own rows' mean loss), the averaged gradient's chunk of each
+    unit on rank r (the global mean loss) and rank r's own flat padded gradients, in float64 (parent)."""
+    R, n, B = _ref(), case.params["world"], case.params["batch"]
+    layers = [(case[f"W{k}"], case[f"b{k}"]) for k in range(len(case.params["widths"]) - 1)]
+    rows = slice(r * B, (r + 1) * B)
+    y, dx, local = R.forward_backward(layers, case["X"][0][rows], case["U"][0][rows])
+    _, _, total = R.forward_backward(layers, case["X"][0], case["U"][0])
+    chunks = [R.flat_padded(g, n)[0].reshape(n, -1)[r] for g in total]
+    return y, dx, chunks, [R.flat_padded(g, n)[0] for g in local]
+
+
+def verdict_fsdp_forward(case, obs, ctx):
+    C = _comm()
+    bad = C.check_world(case, obs)
+    if bad:
+        return bad
+    for r in range(case.params["world"]):
+        y, _, _, _ = _fsdp_expected(case, r)
+        v = _values(case, obs, "y", y, "FSDPLinear forward", r)
+        if not v.passed:
+            return v
+        shard = case["shards0"][r]
+        bad = C.expect_phase(obs, r, 0, [("all_gather", shard.nbytes)], "FSDPLinear forward") or \
+            C.payload_is(obs, r, 0, 0, shard, "FSDPLinear forward")
+        if bad:
+            return bad
+    return Verdict.ok()
+
+
+def verdict_fsdp_backward(case, obs, ctx):
+    C = _comm()
+    bad = C.check_world(case, obs)
+    if bad:
+        return bad
+    n = case.params["world"]
+    shard = case["shards0"][0]
+    for r in range(n):
+        _, dx, gshards, local = _fsdp_expected(case, r)
+        got = obs.get(f"g0.{r}")
+        if got is not None and got.shape == gshards[0].shape and np.allclose(got, n * gshards[0]) and n > 1:
+            return Verdict.fail(f"rank {r}: the shard's gradient is {n} x the average: the reduce-scatter sums "
+                                f"the ranks' gradients; divide by comm.size")
+        v = _values(case, obs, "dx", dx, "FSDPLinear backward: x.grad", r) & \
+            _values(case, obs, "g0", gshards[0], "FSDPLinear backward: the shard's gradient", r)
+        if not v.passed:
+            return v
+        seq = C.phase(obs, r, 1)
+        if seq and seq[0][0] == "reduce_scatter":
+            return Verdict.fail(f"FSDPLinear backward: rank {r} ran {C.describe(seq)}: all-gather the weight "
+                                f"again at the start of backward (FSDP frees it after forward)")
+        bad = C.expect_phase(obs, r, 1, [("all_gather", shard.nbytes), ("reduce_scatter", shard.nbytes * n)],
+                             "FSDPLinear backward")
+        if bad:
+            return bad
+        sent = seq[1][1]
+        if not any(np.allclose(sent, local[0] * f, rtol=1e-9, atol=1e-12) for f in (1.0, 1.0 / n)):
+            return Verdict.fail(f"FSDPLinear backward: rank {r} reduce-scattered numbers that are not its own "
+                                f"gradients of [W.ravel(), b] (zero-padded like the parameters)")
+    return Verdict.ok()
+
+
+def verdict_fsdp_train(case, obs, ctx):
+    C = _comm()
+    bad = C.check_world(case, obs)
+    if bad:
+        return bad
+    R, n, widths = _ref(), case.params["world"], case.params["widths"]
+    L = len(widths) - 1
+    layers = [(case[f"W{k}"], case[f"b{k}"]) for k in range(L)]
+    for step in range(case.params["steps"]):
+        layers = R.sgd_step(layers, case["X"][step], case["U"][step], case.params["lr"])
+    sizes = [case[f"shards{k}"][0].nbytes for k in range(L)]
+    step_ops = [("all_gather", s) for s in sizes] + \
+        [op for s in reversed(sizes) for op in (("all_gather", s), ("reduce_scatter", s * n))]
+    for r in range(n):
+        got = [(k, v.size * 8) for k, v, _ in C.ops(obs, r)]
+        if got != step_ops * case.params["steps"]:
+            return Verdict.fail(f"rank {r} ran {C.describe(C.ops(obs, r))}; per step, an FSDP model of {L} units "
+                                f"runs {', '.join(f'{k} of {b} bytes' for k, b in step_ops)}")
+    for k, (W, b) in enumerate(layers):
+        flat, _ = R.flat_padded([W, b], n)
+        got = np.concatenate([np.ravel(obs.get(f"s{k}.{r}", np.full(flat.size // n, np.nan))) for r in range(n)])
+        v = V.compare(f"unit {k}'s parameters (every rank's shard, concatenated) after {case.params['steps']} SGD "
+                      f"steps vs one process on the whole batch", got, flat, atol=1e-9, rtol=1e-9)
+        if not v.passed:
+            return v
+    return Verdict.ok()
+
+
+def observe_memory(ns, case):
+    """The bytes still allocated when every rank's forward has returned (the checked meter, process-wide, the
+    recorder's own copies of the payloads taken out); backward then runs in a second world, on the same
+    recorders (the graph keeps them), rebound to it."""
+    import gc
+    import minigrad as mg
+    from minigrad.distributed.simworld import SimWorld
+    from autograder._guard import meter
+    n, B, hold, recorders = case.params["world"], case.params["batch"], {}, {}
+    gc.collect()
+    with meter() as m:
+        run = _run_world(case, _fsdp_rank(ns, case, 1, 0.0, hold=hold), 2, recorders)
+    from autograder.assignments._a9_model_parallelism.world import observation
+    obs = observation(*run)
+    obs["retained"] = np.asarray(m.current - sum(a.nbytes for t in run[1] for _, a in t), dtype=np.float64)
+    grads = {}
+
+    def backward(comm):
+        r = comm.rank
+        recorders[r]._comm = comm
+        y, x, shards = hold[r]
+        ((y * mg.tensor(case["U"][0, r * B:(r + 1) * B])).sum() / B).backward()
+        grads[r] = _grad(shards[0])
+    if len(hold) == n:
+        SimWorld(n, timeout=5.0).run(backward)
+        obs.update({f"g0.{r}": grads[r] for r in range(n)})
+    return obs
+
+
+def verdict_memory(case, obs, ctx):
+    """Credited only to a unit whose gradients are right: a forward that computes nothing keeps nothing."""
+    bad = _comm().check_world(case, obs)
+    if bad:
+        return bad
+    n, (i, o), B = case.params["world"], case.params["widths"], case.params["batch"]
+    for r in range(n):
+        _, _, gshards, _ = _fsdp_expected(case, r)
+        v = _values(case, obs, "g0", gshards[0], "the shard's gradient after the measured forward", r)
+        if not v.passed:
+            return Verdict.fail(f"the memory is credited only to a unit whose gradients are right: {v.message}")
+    full = (o * i + o) * 8
+    budget = n * (B * o * 8 + full // 4)
+    ref = n * B * o * 8
+    v = V.check_budget(f"bytes still allocated on {n} ranks when forward returned", float(obs["retained"]), budget,
+                       reference=ref, unit=lambda b: f"{int(b):,} B")
+    if not v.passed:
+        return Verdict.fail(f"{v.message}: each rank's full weight is {full:,} B — free it when forward returns "
+                            f"(save only x and the shard, and all-gather the weight again in backward)")
+    return v
+
+
+# ---- the cases --------------------------------------------------------------------------------------------------
+def _tp(n, widths, batch, seed, **extra):
+    label = f"N={n} ranks, widths {tuple(widths)}, batch {batch}"
+    return Case(dict({"world": n, "widths": list(widths), "batch": batch, "seed": seed}, **extra),
+                label=(f"{extra['op']}: " if "op" in extra else "") + label)
+
+
+def _fsdp(n, widths, batch, seed, steps=1, lr=0.0):
+    return Case({"world": n, "widths": list(widths), "batch": batch, "seed": seed, "steps": steps, "lr": lr},
+                label=f"N={n} ranks, widths {tuple(widths)}, {batch} rows per rank"
+                      + (f", {steps} SGD steps" if steps > 1 else ""))
+
+
+# minigrad's collectives, DDP, ZeRO, FSDP, tensor and pipeline parallelism, and the world's own all-reduce, left
+# out of every part's child (autograder/stubs.py): the recorder's collectives are all a rank has
+STUBS = ["minigrad.distributed.collectives", "minigrad.distributed.ddp", "minigrad.distributed.backend_mpi",
+         "minigrad.distributed.zero", "minigrad.distributed.tensor_parallel.comm_ops",
+         "minigrad.distributed.tensor_parallel.layers", "minigrad.distributed.tensor_parallel.loss",
+         "minigrad.distributed.fsdp.flat_param", "minigrad.distributed.fsdp.FullyShardedDataParallel",
+         "minigrad.distributed.simworld.SimWorld._iall_reduce"]
+
+ASSIGNMENT = Assignment(
+    id="a9",
+    name="a9_model_parallelism",
+    title="Model parallelism: Megatron's tensor parallelism and an FSDP unit",
+    notebook="a9_model_parallelism.ipynb",
+    solution="solutions/a9_model_parallelism.ipynb",
+    preamble="import numpy as np\nimport minigrad as mg\nfrom minigrad import nn\nfrom minigrad.nn import functional as F\n"
+             "from minigrad.autograd import Function\n",
+    timeout=30,
+    memory_mb=2048,
+    summary="Megatron's conjugate f/g ops and column/row-parallel layers on a recorded world of 2-4 ranks, values "
+            "and gradients vs the one-process MLP in float64, the collectives each rank ran in forward and "
+            "backward (kind, bytes, order) and what it put in (its own shard's partial sums; gathering the weight "
+            "fails); an FSDP unit: flat padded shards, all-gather before forward and again in backward, averaged "
+            "reduce-scatter, training vs one process, bytes kept after forward (checked meter) under the full "
+            "weight",
+    forbidden=["minigrad.distributed"],
+    parts=[
+        Part("part1", "Tensor parallelism", cells=["a9-fg", "a9-tp"],
+             names=["CopyToParallel", "ReduceFromParallel", "ColumnParallelLinear", "RowParallelLinear"],
+             stubs=STUBS, objective="f and g, column- and row-parallel layers: one all-reduce forward, one backward",
+             tests=[
+                 Test("f: identity forward, all-reduce backward", 8, observe_conjugate, verdict_conjugate, inputs_tp,
+                      cases=[_tp(2, (3, 4, 2), 2, 0, op="f"), _tp(3, (4, 6, 2), 3, 1, op="f")]),
+                 Test("g: all-reduce forward, identity backward", 7, observe_conjugate, verdict_conjugate, inputs_tp,
+                      cases=[_tp(2, (3, 4, 2), 2, 2, op="g"), _tp(3, (4, 6, 2), 3, 3, op="g")]),
+                 Test("column-parallel layer", 10, observe_layer, verdict_layer, inputs_layer,
+                      cases=[_tp(2, (3, 4, 2), 2, 4, layer="column"), _tp(4, (5, 8, 2), 3, 5, layer="column")]),
+                 Test("row-parallel layer", 10, observe_layer, verdict_layer, inputs_layer,
+                      cases=[_tp(2, (3, 4, 2), 2, 6, layer="row"), _tp(4, (5, 8, 2), 3, 7, layer="row")]),
+                 Test("MLP vs one process, one all-reduce each way", 15, observe_mlp, verdict_mlp, inputs_tp,
+                      cases=[_tp(2, (4, 6, 3), 3, 8), _tp(3, (5, 9, 2), 2, 9)]),
+             ]),
+        Part("part2", "A fully sharded unit", cells=["a9-shard", "a9-fsdp"], names=["shard_flat", "FSDPLinear"],
+             stubs=STUBS, objective="flat padded shards; all-gather, free, all-gather again, reduce-scatter",
+             tests=[
+                 Test("flat padded shards", 8, observe_shard, verdict_shard, inputs_shard,
+                      cases=[Case({"world": 2, "shapes": [[3, 4], [3]], "seed": 10}, label="N=2, (3, 4) + (3,)"),
+                             Case({"world": 4, "shapes": [[2, 3], [2], [5]], "seed": 11},
+                                  label="N=4, (2, 3) + (2,) + (5,)")]),
+                 Test("forward all-gathers the shard", 10, observe_fsdp, verdict_fsdp_forward, inputs_fsdp,
+                      cases=[_fsdp(2, (4, 3), 2, 12), _fsdp(3, (5, 4), 2, 13)]),
+                 Test("backward gathers again and reduce-scatters", 15, observe_fsdp, verdict_fsdp_backward,
+                      inputs_fsdp, cases=[_fsdp(2, (4, 3), 2, 14), _fsdp(3, (5, 4), 2, 15)]),
+                 Test("two units train like one process", 7, observe_fsdp, verdict_fsdp_train, inputs_fsdp,
+                      cases=[_fsdp(2, (4, 5, 3), 2, 16, steps=3, lr=0.1)]),
+                 Test("the full weight is freed after forward", 10, observe_memory, verdict_memory, inputs_fsdp,
+                      cases=[_fsdp(2, (96, 64), 2, 17)]),
+             ]),
+    ],
+)
