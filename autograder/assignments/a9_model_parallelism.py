@@ -170,6 +170,9 @@ def verdict_layer(case, obs, ctx):
                     np.allclose(got, Uh @ W + n * case["bd"]):
                 return Verdict.fail(f"{name}: rank {r}'s output holds the bias {n} times: add the bias after the "
                                     f"all-reduce (every rank adds its partial sum, and each would add the bias)")
+        if col and _only_own_share(obs, r, Uh[:, rows] @ W[rows], n):
+            return Verdict.fail(f"{name}: rank {r}'s x.grad holds only its own slice's share of the gradient: "
+                                f"the all-reduce in f's backward is missing")
         for key, what in (("y", "forward output"), ("dx", "x.grad"), ("dW", "weight.grad"), ("db", "bias.grad")):
             v = _values(case, obs, key, want[key], f"{name} {what}", r)
             if not v.passed:
@@ -182,6 +185,11 @@ def verdict_layer(case, obs, ctx):
         if bad:
             return bad
     return Verdict.ok()
+
+
+def _only_own_share(obs, r, share, n):
+    dx = obs.get(f"dx.{r}")
+    return n > 1 and dx is not None and dx.shape == share.shape and np.allclose(dx, share)
 
 
 def observe_mlp(ns, case):
@@ -211,6 +219,11 @@ def verdict_mlp(case, obs, ctx):
     for r in range(n):
         rows = _rows(case, r)
         want = {"y": y, "dx": dx, "dW1": dW1[rows], "db1": db1[rows], "dW2": dW2[:, rows], "db2": db2}
+        share = ((U @ case["W2"]) * (1 - h ** 2))[:, rows] @ case["W1"][rows]
+        if _only_own_share(obs, r, share, n):
+            return Verdict.fail(f"the tensor-parallel MLP: rank {r}'s x.grad holds only its own slice's share of the "
+                                f"gradient: the all-reduce in f's backward (before the column-parallel layer) is "
+                                f"missing")
         for key in want:
             v = _values(case, obs, key, want[key], f"the tensor-parallel MLP vs one process: {key}", r)
             if not v.passed:
@@ -223,8 +236,7 @@ def verdict_mlp(case, obs, ctx):
             if bad:
                 return bad
         bad = C.payload_is(obs, r, 0, 0, h[:, rows] @ case["W2"][:, rows].T, "the tensor-parallel MLP") or \
-            C.payload_is(obs, r, 1, 0, ((U @ case["W2"]) * (1 - h ** 2))[:, rows] @ case["W1"][rows],
-                         "the tensor-parallel MLP")
+            C.payload_is(obs, r, 1, 0, share, "the tensor-parallel MLP")
         if bad:
             return bad
     return Verdict.ok(f"{y.nbytes} bytes all-reduced forward, {x.nbytes} backward, per rank")
@@ -266,9 +278,10 @@ def verdict_shard(case, obs, ctx):
     flat, k = _ref().flat_padded(arrays, n)
     for r in range(n):
         got = obs.get(f"shard.{r}")
-        if got is not None and np.ndim(got) == 1 and got.size == flat.size // n + 1:
-            return Verdict.fail(f"rank {r}'s shard has {got.size} numbers; {flat.size - sum(a.size for a in arrays)} "
-                                f"zeros of padding make the flat vector split into {n} equal chunks of {k}")
+        if got is not None and np.ndim(got) == 1 and got.size != k:
+            return Verdict.fail(f"rank {r}'s shard has {got.size} numbers; pad the flat vector of "
+                                f"{sum(a.size for a in arrays)} with {flat.size - sum(a.size for a in arrays)} zeros so "
+                                f"that it splits into {n} equal chunks of {k}: every rank's shard has the same length")
         v = V.compare(f"rank {r}: shard_flat", got, flat[r * k:(r + 1) * k], atol=0, rtol=0)
         if not v.passed:
             return v
@@ -415,13 +428,14 @@ def observe_memory(ns, case):
     import minigrad as mg
     from minigrad.distributed.simworld import SimWorld
     from autograder._guard import meter
+    from autograder.assignments._a9_model_parallelism.world import observation
     n, B, hold, recorders = case.params["world"], case.params["batch"], {}, {}
     gc.collect()
     with meter() as m:
         run = _run_world(case, _fsdp_rank(ns, case, 1, 0.0, hold=hold), 2, recorders)
-    from autograder.assignments._a9_model_parallelism.world import observation
     obs = observation(*run)
-    obs["retained"] = np.asarray(m.current - sum(a.nbytes for t in run[1] for _, a in t), dtype=np.float64)
+    inputs = sum(8 * int(np.prod(t.shape)) for y, x, shards in hold.values() for t in (x, *shards))
+    obs["retained"] = np.asarray(m.current - inputs - sum(a.nbytes for t in run[1] for _, a in t), dtype=np.float64)
     grads = {}
 
     def backward(comm):
