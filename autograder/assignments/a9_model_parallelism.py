@@ -20,8 +20,11 @@ grader's checked meter, the recorder's own copies taken out), credited only besi
 """
 import numpy as np
 
-from autograder import verdicts as V
-from autograder.spec import Assignment, Case, Part, Test, Verdict
+from autograder.assignments._a9_model_parallelism.fsdp import (verdict_fsdp_backward, verdict_fsdp_forward,
+                                                                verdict_fsdp_train, verdict_memory, verdict_shard)
+from autograder.assignments._a9_model_parallelism.reference import flat_padded
+from autograder.assignments._a9_model_parallelism.tp import verdict_conjugate, verdict_layer, verdict_mlp
+from autograder.spec import Assignment, Case, Part, Test
 
 def _run_world(case, rank_fn, part, recorders=None):
     """Child: the recorded world (``_a9_model_parallelism/world.py``)."""
@@ -38,24 +41,6 @@ def _grad(t):
     return np.full(t.shape, np.nan) if t.grad is None else t.grad.numpy()
 
 
-def _comm():
-    from autograder.assignments._a9_model_parallelism import comm
-    return comm
-
-
-def _ref():
-    from autograder.assignments._a9_model_parallelism import reference
-    return reference
-
-
-def _values(case, obs, name, want, what, r):
-    got = obs.get(f"{name}.{r}")
-    if got is not None and np.all(np.isnan(got)) and np.size(want):
-        return Verdict.fail(f"rank {r}: {what} is None (no gradient reached it)")
-    return V.compare(f"rank {r}: {what}", got, want, atol=1e-9, rtol=1e-9)
-
-
-# ---- part 1: tensor parallelism ----------------------------------------------------------------------------------
 def inputs_tp(p):
     rng = np.random.default_rng(p["seed"])
     n, B, (d, h, o) = p["world"], p["batch"], p["widths"]
@@ -84,42 +69,6 @@ def observe_conjugate(ns, case):
     return _world(case, rank, 1)
 
 
-def verdict_conjugate(case, obs, ctx):
-    C = _comm()
-    bad = C.check_world(case, obs)
-    if bad:
-        return bad
-    op, n, Us = case.params["op"], case.params["world"], case["Us"]
-    name = {"f": "CopyToParallel (f)", "g": "ReduceFromParallel (g)"}[op]
-    nbytes = Us[0].nbytes
-    for r in range(n):
-        y_want = case["x"] if op == "f" else case["xs"].sum(0)
-        dx_want = Us.sum(0) if op == "f" else Us[r]
-        dx = obs.get(f"dx.{r}")
-        if op == "f" and dx is not None and np.allclose(dx, Us[r]) and n > 1:
-            return Verdict.fail(f"{name}: rank {r}'s x.grad is its own upstream gradient: f's backward must "
-                                f"all-reduce (sum) it, since every rank's slice of the next layer adds a gradient "
-                                f"to the same replicated input")
-        if op == "g" and dx is not None and np.allclose(dx, Us.sum(0)) and n > 1:
-            return Verdict.fail(f"{name}: rank {r}'s x.grad is the sum of every rank's upstream gradient: g's "
-                                f"backward is the identity (the gradient of a sum w.r.t. each term is the upstream "
-                                f"gradient itself)")
-        v = _values(case, obs, "y", y_want, f"{name} forward", r) & \
-            _values(case, obs, "dx", dx_want, f"{name} backward: x.grad", r)
-        if not v.passed:
-            return v
-        want = ([], [("all_reduce", nbytes)]) if op == "f" else ([("all_reduce", nbytes)], [])
-        for which in (0, 1):
-            bad = C.expect_phase(obs, r, which, want[which], name)
-            if bad:
-                return bad
-        carried = Us[r] if op == "f" else case["xs"][r]
-        bad = C.payload_is(obs, r, 1 if op == "f" else 0, 0, carried, name)
-        if bad:
-            return bad
-    return Verdict.ok()
-
-
 def observe_layer(ns, case):
     """One column-parallel or row-parallel layer alone, with each rank's shard of the weights."""
     import minigrad as mg
@@ -146,52 +95,6 @@ def inputs_layer(p):
     return out
 
 
-def verdict_layer(case, obs, ctx):
-    """Column: x (B, d) -> (B, h/N) with W1's rows; row: Uh's columns (B, h/N) -> (B, d) with W1.T's rows."""
-    C = _comm()
-    bad = C.check_world(case, obs)
-    if bad:
-        return bad
-    n, col = case.params["world"], case.params["layer"] == "column"
-    W, x, Uh = case["W1"], case["x"], case["Uh"]
-    name = "ColumnParallelLinear" if col else "RowParallelLinear"
-    for r in range(n):
-        rows = _rows(case, r)
-        if col:
-            want = {"y": x @ W[rows].T + case["b1"][rows], "dx": Uh @ W, "dW": Uh[:, rows].T @ x,
-                    "db": Uh[:, rows].sum(0)}
-            comm_want, carried = ([], [("all_reduce", x.nbytes)]), (1, Uh[:, rows] @ W[rows])
-        else:
-            partial = Uh[:, rows] @ W[rows]
-            want = {"y": Uh @ W + case["bd"], "dx": x @ W[rows].T, "dW": x.T @ Uh[:, rows], "db": x.sum(0)}
-            comm_want, carried = ([("all_reduce", x.nbytes)], []), (0, partial)
-            got = obs.get(f"y.{r}")
-            if got is not None and got.shape == want["y"].shape and n > 1 and \
-                    np.allclose(got, Uh @ W + n * case["bd"]):
-                return Verdict.fail(f"{name}: rank {r}'s output holds the bias {n} times: add the bias after the "
-                                    f"all-reduce (every rank adds its partial sum, and each would add the bias)")
-        if col and _only_own_share(obs, r, Uh[:, rows] @ W[rows], n):
-            return Verdict.fail(f"{name}: rank {r}'s x.grad holds only its own slice's share of the gradient: "
-                                f"the all-reduce in f's backward is missing")
-        for key, what in (("y", "forward output"), ("dx", "x.grad"), ("dW", "weight.grad"), ("db", "bias.grad")):
-            v = _values(case, obs, key, want[key], f"{name} {what}", r)
-            if not v.passed:
-                return v
-        for which in (0, 1):
-            bad = C.expect_phase(obs, r, which, comm_want[which], name)
-            if bad:
-                return bad
-        bad = C.payload_is(obs, r, carried[0], 0, carried[1], name)
-        if bad:
-            return bad
-    return Verdict.ok()
-
-
-def _only_own_share(obs, r, share, n):
-    dx = obs.get(f"dx.{r}")
-    return n > 1 and dx is not None and dx.shape == share.shape and np.allclose(dx, share)
-
-
 def observe_mlp(ns, case):
     """Column-parallel -> tanh -> row-parallel, the loss sum(y * U) on every rank."""
     import minigrad as mg
@@ -209,49 +112,15 @@ def observe_mlp(ns, case):
     return _world(case, rank, 1)
 
 
-def verdict_mlp(case, obs, ctx):
-    C = _comm()
-    bad = C.check_world(case, obs)
-    if bad:
-        return bad
-    n, x, U = case.params["world"], case["x"], case["U"]
-    y, dx, dW1, db1, dW2, db2, h = _ref().mlp(x, case["W1"], case["b1"], case["W2"], case["b2"], U)
-    for r in range(n):
-        rows = _rows(case, r)
-        want = {"y": y, "dx": dx, "dW1": dW1[rows], "db1": db1[rows], "dW2": dW2[:, rows], "db2": db2}
-        share = ((U @ case["W2"]) * (1 - h ** 2))[:, rows] @ case["W1"][rows]
-        if _only_own_share(obs, r, share, n):
-            return Verdict.fail(f"the tensor-parallel MLP: rank {r}'s x.grad holds only its own slice's share of the "
-                                f"gradient: the all-reduce in f's backward (before the column-parallel layer) is "
-                                f"missing")
-        for key in want:
-            v = _values(case, obs, key, want[key], f"the tensor-parallel MLP vs one process: {key}", r)
-            if not v.passed:
-                return v
-        if not np.array_equal(obs[f"y.{r}"], obs["y.0"]):
-            return Verdict.fail(f"rank {r}'s output differs from rank 0's in its last bits: every rank must "
-                                f"return the all-reduced sum itself")
-        for which, want_ops in ((0, [("all_reduce", y.nbytes)]), (1, [("all_reduce", x.nbytes)])):
-            bad = C.expect_phase(obs, r, which, want_ops, "the tensor-parallel MLP")
-            if bad:
-                return bad
-        bad = C.payload_is(obs, r, 0, 0, h[:, rows] @ case["W2"][:, rows].T, "the tensor-parallel MLP") or \
-            C.payload_is(obs, r, 1, 0, share, "the tensor-parallel MLP")
-        if bad:
-            return bad
-    return Verdict.ok(f"{y.nbytes} bytes all-reduced forward, {x.nbytes} backward, per rank")
-
-
 # ---- part 2: a fully sharded unit ----------------------------------------------------------------------------
 def inputs_fsdp(p):
     rng = np.random.default_rng(p["seed"])
     n, B, widths = p["world"], p["batch"], p["widths"]
     out = {"X": rng.standard_normal((p.get("steps", 1), n * B, widths[0])),
            "U": rng.standard_normal((p.get("steps", 1), n * B, widths[-1]))}
-    R = _ref()
     for k, (i, o) in enumerate(zip(widths[:-1], widths[1:])):
         W, b = rng.standard_normal((o, i)) / np.sqrt(i), rng.standard_normal(o) * 0.1
-        flat, _ = R.flat_padded([W, b], n)
+        flat, _ = flat_padded([W, b], n)
         out.update({f"W{k}": W, f"b{k}": b, f"shards{k}": flat.reshape(n, -1)})
     return out
 
@@ -266,29 +135,6 @@ def observe_shard(ns, case):
 def inputs_shard(p):
     rng = np.random.default_rng(p["seed"])
     return {f"a{k}": rng.standard_normal(s) for k, s in enumerate(p["shapes"])}
-
-
-def verdict_shard(case, obs, ctx):
-    C = _comm()
-    bad = C.check_world(case, obs)
-    if bad:
-        return bad
-    n = case.params["world"]
-    arrays = [case[f"a{k}"] for k in range(len(case.params["shapes"]))]
-    flat, k = _ref().flat_padded(arrays, n)
-    for r in range(n):
-        got = obs.get(f"shard.{r}")
-        if got is not None and np.ndim(got) == 1 and got.size != k:
-            return Verdict.fail(f"rank {r}'s shard has {got.size} numbers; pad the flat vector of "
-                                f"{sum(a.size for a in arrays)} with {flat.size - sum(a.size for a in arrays)} zeros so "
-                                f"that it splits into {n} equal chunks of {k}: every rank's shard has the same length")
-        v = V.compare(f"rank {r}: shard_flat", got, flat[r * k:(r + 1) * k], atol=0, rtol=0)
-        if not v.passed:
-            return v
-        bad = C.expect_phase(obs, r, 0, [], "shard_flat")
-        if bad:
-            return bad
-    return Verdict.ok()
 
 
 def _fsdp_rank(ns, case, steps, lr, mark=None, hold=None):
@@ -330,96 +176,6 @@ def observe_fsdp(ns, case):
     return _world(case, _fsdp_rank(ns, case, steps, case.params.get("lr", 0.0)), 2)
 
 
-def _fsdp_expected(case, r):
-    """Rank r's first-step output and x.grad (its own rows' mean loss), the averaged gradient's chunk of each
-    unit on rank r (the global mean loss) and rank r's own flat padded gradients, in float64 (parent)."""
-    R, n, B = _ref(), case.params["world"], case.params["batch"]
-    layers = [(case[f"W{k}"], case[f"b{k}"]) for k in range(len(case.params["widths"]) - 1)]
-    rows = slice(r * B, (r + 1) * B)
-    y, dx, local = R.forward_backward(layers, case["X"][0][rows], case["U"][0][rows])
-    _, _, total = R.forward_backward(layers, case["X"][0], case["U"][0])
-    chunks = [R.flat_padded(g, n)[0].reshape(n, -1)[r] for g in total]
-    return y, dx, chunks, [R.flat_padded(g, n)[0] for g in local]
-
-
-def verdict_fsdp_forward(case, obs, ctx):
-    C = _comm()
-    bad = C.check_world(case, obs)
-    if bad:
-        return bad
-    for r in range(case.params["world"]):
-        y, _, _, _ = _fsdp_expected(case, r)
-        v = _values(case, obs, "y", y, "FSDPLinear forward", r)
-        if not v.passed:
-            return v
-        shard = case["shards0"][r]
-        bad = C.expect_phase(obs, r, 0, [("all_gather", shard.nbytes)], "FSDPLinear forward") or \
-            C.payload_is(obs, r, 0, 0, shard, "FSDPLinear forward")
-        if bad:
-            return bad
-    return Verdict.ok()
-
-
-def verdict_fsdp_backward(case, obs, ctx):
-    C = _comm()
-    bad = C.check_world(case, obs)
-    if bad:
-        return bad
-    n = case.params["world"]
-    shard = case["shards0"][0]
-    for r in range(n):
-        _, dx, gshards, local = _fsdp_expected(case, r)
-        got = obs.get(f"g0.{r}")
-        if got is not None and got.shape == gshards[0].shape and np.allclose(got, n * gshards[0]) and n > 1:
-            return Verdict.fail(f"rank {r}: the shard's gradient is {n} x the average: the reduce-scatter sums "
-                                f"the ranks' gradients; divide by comm.size")
-        v = _values(case, obs, "dx", dx, "FSDPLinear backward: x.grad", r) & \
-            _values(case, obs, "g0", gshards[0], "FSDPLinear backward: the shard's gradient", r)
-        if not v.passed:
-            return v
-        seq = C.phase(obs, r, 1)
-        if seq and seq[0][0] == "reduce_scatter":
-            return Verdict.fail(f"FSDPLinear backward: rank {r} ran {C.describe(seq)}: all-gather the weight "
-                                f"again at the start of backward (FSDP frees it after forward)")
-        bad = C.expect_phase(obs, r, 1, [("all_gather", shard.nbytes), ("reduce_scatter", shard.nbytes * n)],
-                             "FSDPLinear backward")
-        if bad:
-            return bad
-        sent = seq[1][1]
-        if not any(np.allclose(sent, local[0] * f, rtol=1e-9, atol=1e-12) for f in (1.0, 1.0 / n)):
-            return Verdict.fail(f"FSDPLinear backward: rank {r} reduce-scattered numbers that are not its own "
-                                f"gradients of [W.ravel(), b] (zero-padded like the parameters)")
-    return Verdict.ok()
-
-
-def verdict_fsdp_train(case, obs, ctx):
-    C = _comm()
-    bad = C.check_world(case, obs)
-    if bad:
-        return bad
-    R, n, widths = _ref(), case.params["world"], case.params["widths"]
-    L = len(widths) - 1
-    layers = [(case[f"W{k}"], case[f"b{k}"]) for k in range(L)]
-    for step in range(case.params["steps"]):
-        layers = R.sgd_step(layers, case["X"][step], case["U"][step], case.params["lr"])
-    sizes = [case[f"shards{k}"][0].nbytes for k in range(L)]
-    step_ops = [("all_gather", s) for s in sizes] + \
-        [op for s in reversed(sizes) for op in (("all_gather", s), ("reduce_scatter", s * n))]
-    for r in range(n):
-        got = [(k, v.size * 8) for k, v, _ in C.ops(obs, r)]
-        if got != step_ops * case.params["steps"]:
-            return Verdict.fail(f"rank {r} ran {C.describe(C.ops(obs, r))}; per step, an FSDP model of {L} units "
-                                f"runs {', '.join(f'{k} of {b} bytes' for k, b in step_ops)}")
-    for k, (W, b) in enumerate(layers):
-        flat, _ = R.flat_padded([W, b], n)
-        got = np.concatenate([np.ravel(obs.get(f"s{k}.{r}", np.full(flat.size // n, np.nan))) for r in range(n)])
-        v = V.compare(f"unit {k}'s parameters (every rank's shard, concatenated) after {case.params['steps']} SGD "
-                      f"steps vs one process on the whole batch", got, flat, atol=1e-9, rtol=1e-9)
-        if not v.passed:
-            return v
-    return Verdict.ok()
-
-
 def observe_memory(ns, case):
     """The bytes still allocated when every rank's forward has returned (the checked meter, process-wide, the
     recorder's own copies of the payloads taken out); backward then runs in a second world, on the same
@@ -448,30 +204,6 @@ def observe_memory(ns, case):
         SimWorld(n, timeout=5.0).run(backward)
         obs.update({f"g0.{r}": grads[r] for r in range(n)})
     return obs
-
-
-def verdict_memory(case, obs, ctx):
-    """Credited only to a unit whose gradients are right: a forward that computes nothing keeps nothing."""
-    bad = _comm().check_world(case, obs)
-    if bad:
-        return bad
-    n, (i, o), B = case.params["world"], case.params["widths"], case.params["batch"]
-    for r in range(n):
-        bad = _comm().expect_phase(obs, r, 0, [("all_gather", case["shards0"][r].nbytes)], "FSDPLinear forward")
-        if bad:
-            return Verdict.fail(f"the memory is credited only to a unit that all-gathers its weight: {bad.message}")
-        _, _, gshards, _ = _fsdp_expected(case, r)
-        v = _values(case, obs, "g0", gshards[0], "the shard's gradient after the measured forward", r)
-        if not v.passed:
-            return Verdict.fail(f"the memory is credited only to a unit whose gradients are right: {v.message}")
-    full = (o * i + o) * 8
-    budget = n * (B * o * 8 + full // 2)     # the outputs and the graph; not a full weight per rank
-    v = V.check_budget(f"bytes still allocated on {n} ranks when forward returned (their x and shards aside)",
-                       float(obs["retained"]), budget, unit=lambda b: f"{int(b):,} B")
-    if not v.passed:
-        return Verdict.fail(f"{v.message}: each rank's full weight is {full:,} B — free it when forward returns "
-                            f"(save only x and the shard, and all-gather the weight again in backward)")
-    return v
 
 
 # ---- the cases --------------------------------------------------------------------------------------------------
