@@ -22,6 +22,8 @@ import numpy as np
 
 from autograder.assignments._a9_model_parallelism.fsdp import (verdict_fsdp_backward, verdict_fsdp_forward,
                                                                 verdict_fsdp_train, verdict_memory, verdict_shard)
+from autograder.assignments._a9_model_parallelism.pipeline import (verdict_bubble, verdict_grads, verdict_messages,
+                                                                    verdict_order)
 from autograder.assignments._a9_model_parallelism.reference import flat_padded
 from autograder.assignments._a9_model_parallelism.tp import verdict_conjugate, verdict_layer, verdict_mlp
 from autograder.spec import Assignment, Case, Part, Test
@@ -206,11 +208,53 @@ def observe_memory(ns, case):
     return obs
 
 
+# ---- part 3: the 1F1B pipeline ----------------------------------------------------------------------------
+def inputs_pipe(p):
+    rng = np.random.default_rng(p["seed"])
+    n, widths, rows = p["world"], p["widths"], p["micro"] * p["batch"]
+    out = {"X": rng.standard_normal((rows, widths[0])), "U": rng.standard_normal((rows, widths[-1]))}
+    for k in range(n):
+        out[f"W{k}"] = rng.standard_normal((widths[k + 1], widths[k])) / np.sqrt(widths[k])
+        out[f"b{k}"] = rng.standard_normal(widths[k + 1]) * 0.1
+    return out
+
+
+def observe_pipe(ns, case):
+    """Each rank runs the student's ``one_f_one_b`` on its stage (Linear, then tanh but on the last stage)."""
+    import minigrad as mg
+    from minigrad import nn
+    from autograder.assignments._a9_model_parallelism import world
+    n, m, b, widths = case.params["world"], case.params["micro"], case.params["batch"], case.params["widths"]
+    chunks = lambda a: [a[i * b:(i + 1) * b].copy() for i in range(m)]  # noqa: E731
+    layers = {}
+
+    def stage(c, trace):
+        r = c.rank
+        lin = nn.Linear(widths[r], widths[r + 1]).double()
+        with mg.no_grad():
+            lin.weight.copy_(mg.tensor(case[f"W{r}"]))
+            lin.bias.copy_(mg.tensor(case[f"b{r}"]))
+        layers[r] = lin
+        module = nn.Sequential(lin, nn.Tanh()) if r < n - 1 else nn.Sequential(lin)
+        return world.PipeStage(c, trace, module, chunks(case["X"]), chunks(case["U"]), m * b)
+
+    def rank(st, r, mark):
+        ns.one_f_one_b(st, m)
+        return {"gW": _grad(layers[r].weight), "gb": _grad(layers[r].bias)}
+    w, traces, _, results = world.run_world(n, rank, stage)
+    return world.pipe_observation(w, traces, results)
+
+
 # ---- the cases --------------------------------------------------------------------------------------------------
 def _tp(n, widths, batch, seed, **extra):
     label = f"N={n} ranks, widths {tuple(widths)}, batch {batch}"
     return Case(dict({"world": n, "widths": list(widths), "batch": batch, "seed": seed}, **extra),
                 label=(f"{extra['op']}: " if "op" in extra else "") + label)
+
+
+def _pipe(n, m, widths, batch, seed):
+    return Case({"world": n, "micro": m, "widths": list(widths), "batch": batch, "seed": seed},
+                label=f"p={n} stages, m={m} micro-batches of {batch} rows, widths {tuple(widths)}")
 
 
 def _fsdp(n, widths, batch, seed, steps=1, lr=0.0):
@@ -230,7 +274,7 @@ STUBS = ["minigrad.distributed.collectives", "minigrad.distributed.ddp", "minigr
 ASSIGNMENT = Assignment(
     id="a9",
     name="a9_model_parallelism",
-    title="Model parallelism: Megatron's tensor parallelism and an FSDP unit",
+    title="Model parallelism: Megatron's tensor parallelism, an FSDP unit and a 1F1B pipeline",
     notebook="a9_model_parallelism.ipynb",
     solution="solutions/a9_model_parallelism.ipynb",
     preamble="import numpy as np\nimport minigrad as mg\nfrom minigrad import nn\nfrom minigrad.nn import functional as F\n"
@@ -242,39 +286,53 @@ ASSIGNMENT = Assignment(
             "backward (kind, bytes, order) and what it put in (its own shard's partial sums; gathering the weight "
             "fails); an FSDP unit: flat padded shards, all-gather before forward and again in backward, averaged "
             "reduce-scatter, training vs one process, bytes kept after forward (checked meter) under the full "
-            "weight",
+            "weight; 1F1B on send/recv: gradients vs one process, every message the model's value, the stages' "
+            "order, activations held and bubble from the replayed timeline (stages that never overlap score 0)",
     forbidden=["minigrad.distributed"],
     parts=[
         Part("part1", "Tensor parallelism", cells=["a9-fg", "a9-tp"],
              names=["CopyToParallel", "ReduceFromParallel", "ColumnParallelLinear", "RowParallelLinear"],
              stubs=STUBS, objective="f and g, column- and row-parallel layers: one all-reduce forward, one backward",
              tests=[
-                 Test("f: identity forward, all-reduce backward", 8, observe_conjugate, verdict_conjugate, inputs_tp,
+                 Test("f: identity forward, all-reduce backward", 6, observe_conjugate, verdict_conjugate, inputs_tp,
                       cases=[_tp(2, (3, 4, 2), 2, 0, op="f"), _tp(3, (4, 6, 2), 3, 1, op="f")]),
-                 Test("g: all-reduce forward, identity backward", 7, observe_conjugate, verdict_conjugate, inputs_tp,
+                 Test("g: all-reduce forward, identity backward", 6, observe_conjugate, verdict_conjugate, inputs_tp,
                       cases=[_tp(2, (3, 4, 2), 2, 2, op="g"), _tp(3, (4, 6, 2), 3, 3, op="g")]),
-                 Test("column-parallel layer", 10, observe_layer, verdict_layer, inputs_layer,
+                 Test("column-parallel layer", 8, observe_layer, verdict_layer, inputs_layer,
                       cases=[_tp(2, (3, 4, 2), 2, 4, layer="column"), _tp(4, (5, 8, 2), 3, 5, layer="column")]),
-                 Test("row-parallel layer", 10, observe_layer, verdict_layer, inputs_layer,
+                 Test("row-parallel layer", 8, observe_layer, verdict_layer, inputs_layer,
                       cases=[_tp(2, (3, 4, 2), 2, 6, layer="row"), _tp(4, (5, 8, 2), 3, 7, layer="row")]),
-                 Test("MLP vs one process, one all-reduce each way", 15, observe_mlp, verdict_mlp, inputs_tp,
+                 Test("MLP vs one process, one all-reduce each way", 12, observe_mlp, verdict_mlp, inputs_tp,
                       cases=[_tp(2, (4, 6, 3), 3, 8), _tp(3, (5, 9, 2), 2, 9)]),
              ]),
         Part("part2", "A fully sharded unit", cells=["a9-shard", "a9-fsdp"], names=["shard_flat", "FSDPLinear"],
              stubs=STUBS, objective="flat padded shards; all-gather, free, all-gather again, reduce-scatter",
              tests=[
-                 Test("flat padded shards", 8, observe_shard, verdict_shard, inputs_shard,
+                 Test("flat padded shards", 5, observe_shard, verdict_shard, inputs_shard,
                       cases=[Case({"world": 2, "shapes": [[3, 4], [3]], "seed": 10}, label="N=2, (3, 4) + (3,)"),
                              Case({"world": 4, "shapes": [[2, 3], [2], [5]], "seed": 11},
                                   label="N=4, (2, 3) + (2,) + (5,)")]),
-                 Test("forward all-gathers the shard", 10, observe_fsdp, verdict_fsdp_forward, inputs_fsdp,
+                 Test("forward all-gathers the shard", 7, observe_fsdp, verdict_fsdp_forward, inputs_fsdp,
                       cases=[_fsdp(2, (4, 3), 2, 12), _fsdp(3, (5, 4), 2, 13)]),
-                 Test("backward gathers again and reduce-scatters", 15, observe_fsdp, verdict_fsdp_backward,
+                 Test("backward gathers again and reduce-scatters", 10, observe_fsdp, verdict_fsdp_backward,
                       inputs_fsdp, cases=[_fsdp(2, (4, 3), 2, 14), _fsdp(3, (5, 4), 2, 15)]),
-                 Test("two units train like one process", 7, observe_fsdp, verdict_fsdp_train, inputs_fsdp,
+                 Test("two units train like one process", 6, observe_fsdp, verdict_fsdp_train, inputs_fsdp,
                       cases=[_fsdp(2, (4, 5, 3), 2, 16, steps=3, lr=0.1)]),
-                 Test("the full weight is freed after forward", 10, observe_memory, verdict_memory, inputs_fsdp,
+                 Test("the full weight is freed after forward", 7, observe_memory, verdict_memory, inputs_fsdp,
                       cases=[_fsdp(2, (96, 64), 2, 17)]),
+             ]),
+        Part("part3", "A 1F1B pipeline", cells=["a9-1f1b"], names=["forward_step", "backward_step", "one_f_one_b"],
+             stubs=STUBS + ["minigrad.distributed.pipelining.schedules", "minigrad.distributed.pipelining.stage"],
+             objective="stages on send/recv, micro-batches in the 1F1B order: p - rank in flight, (p-1)/(m+p-1) bubble",
+             tests=[
+                 Test("gradients vs one process", 8, observe_pipe, verdict_grads, inputs_pipe,
+                      cases=[_pipe(2, 4, (3, 4, 2), 2, 20), _pipe(3, 4, (3, 5, 4, 2), 1, 21)]),
+                 Test("activations and gradients between neighbours", 5, observe_pipe, verdict_messages, inputs_pipe,
+                      cases=[_pipe(3, 3, (2, 3, 3, 2), 2, 22)]),
+                 Test("1F1B order, at most p - rank micro-batches held", 7, observe_pipe, verdict_order, inputs_pipe,
+                      cases=[_pipe(3, 5, (3, 4, 4, 2), 1, 23), _pipe(4, 6, (2, 3, 3, 3, 2), 1, 24)]),
+                 Test("bubble (p-1)/(m+p-1)", 5, observe_pipe, verdict_bubble, inputs_pipe,
+                      cases=[_pipe(4, 6, (2, 3, 3, 3, 2), 1, 25)]),
              ]),
     ],
 )

@@ -1,6 +1,6 @@
-"""Assignment a9 (tensor parallelism, an FSDP unit): the generated student notebook scores 0 with a "not
+"""Assignment a9 (tensor parallelism, an FSDP unit, a 1F1B pipeline): the generated student notebook scores 0 with a "not
 implemented" message per test, planted bugs lose exactly the tests they break with feedback that names the
-bug, and part 1's failure never cascades into part 2. The solution's full marks (hidden cases on) are checked
+bug, and a part's failure never cascades into another. The solution's full marks (hidden cases on) are checked
 beside the hostile corpus (tests/autograder/test_hostile_course.py).
 
 Planted bugs live in a9_variants/ (``# %% [cell-id]`` cells or patches of the solution: course_support.py).
@@ -18,11 +18,14 @@ from course_support import check_planted, grade_planted, result_of
 SOLUTION = ROOT / "solutions" / "a9_model_parallelism.ipynb"
 STUDENT = ROOT / "assignments" / "a9_model_parallelism.ipynb"
 VARIANTS = Path(__file__).resolve().parent / "a9_variants"
-FULL = {"part1/f: identity forward, all-reduce backward": 8, "part1/g: all-reduce forward, identity backward": 7,
-        "part1/column-parallel layer": 10, "part1/row-parallel layer": 10,
-        "part1/MLP vs one process, one all-reduce each way": 15, "part2/flat padded shards": 8,
-        "part2/forward all-gathers the shard": 10, "part2/backward gathers again and reduce-scatters": 15,
-        "part2/two units train like one process": 7, "part2/the full weight is freed after forward": 10}
+FULL = {"part1/f: identity forward, all-reduce backward": 6, "part1/g: all-reduce forward, identity backward": 6,
+        "part1/column-parallel layer": 8, "part1/row-parallel layer": 8,
+        "part1/MLP vs one process, one all-reduce each way": 12, "part2/flat padded shards": 5,
+        "part2/forward all-gathers the shard": 7, "part2/backward gathers again and reduce-scatters": 10,
+        "part2/two units train like one process": 6, "part2/the full weight is freed after forward": 7,
+        "part3/gradients vs one process": 8, "part3/activations and gradients between neighbours": 5,
+        "part3/1F1B order, at most p - rank micro-batches held": 7, "part3/bubble (p-1)/(m+p-1)": 5}
+PART3 = [k for k in FULL if k.startswith("part3/")]
 
 # variant -> {test: message it must give}; every other test keeps its full points
 PLANTED = {
@@ -56,6 +59,14 @@ PLANTED = {
         "part2/backward gathers again and reduce-scatters": r"all-gather the weight again at the start of backward",
         "part2/two units train like one process": r"per step, an FSDP model of 2 units runs all_gather",
         "part2/the full weight is freed after forward": r"over the budget .* full weight is 49,664 B — free it"},
+    "pp_gpipe": {
+        "part3/1F1B order, at most p - rank micro-batches held": r"stage 0 held 5 micro-batches' activations at once "
+                                                                 r"\(FFFFFBBBBB\); 1F1B holds at most p - rank = 3"},
+    "pp_warmup_one_more": {
+        "part3/1F1B order, at most p - rank micro-batches held": r"stage 0 held 4 micro-batches' activations at once "
+                                                                 r"\(FFFFBFBBBB\)"},
+    "pp_no_warmup": {k: r"no two stages ever computed at the same time" for k in PART3},
+    "pp_grad_not_sent": {k: r"the stages got stuck: deadlock: rank 0 in recv from rank 1" for k in PART3},
 }
 
 

@@ -22,20 +22,27 @@ def unflatten(flat, o, i):
     return flat[:o * i].reshape(o, i), flat[o * i:o * i + o]
 
 
-def forward_backward(layers, X, U):
-    """Tanh-joined linear layers [(W, b)] on rows X: the output, X's gradient and each layer's (dW, db), of
-    the mean over rows of sum(y * U)."""
+def passes(layers, X, U):
+    """Tanh-joined linear layers [(W, b)] on rows X, the mean over rows of sum(y * U): every layer's input and
+    output (``hs``), the gradient w.r.t. every layer's input (``gins``) and each layer's (dW, db)."""
     hs = [X]
     for k, (W, b) in enumerate(layers):
         a = hs[-1] @ W.T + b
         hs.append(np.tanh(a) if k < len(layers) - 1 else a)
-    g, grads = U / len(X), []
+    g, gins, grads = U / len(X), [None] * len(layers), []
     for k in reversed(range(len(layers))):
         if k < len(layers) - 1:
             g = g * (1 - hs[k + 1] ** 2)
         grads.insert(0, (g.T @ hs[k], g.sum(0)))
         g = g @ layers[k][0]
-    return hs[-1], g, grads
+        gins[k] = g
+    return hs, gins, grads
+
+
+def forward_backward(layers, X, U):
+    """The output, X's gradient and each layer's (dW, db)."""
+    hs, gins, grads = passes(layers, X, U)
+    return hs[-1], gins[0], grads
 
 
 def sgd_step(layers, X, U, lr):

@@ -1,5 +1,8 @@
 """The world an a9 rank runs in (imported in the sandboxed child by the spec's observe functions).
 
+Part 3's ranks get a ``PipeStage`` instead: point-to-point ``send``/``recv``, and the stage's forwards and
+backwards recorded by hooks on its module, in the rank's order, for the parent to rebuild the timeline.
+
 Each rank is handed a recorder with only the collectives of its part (part 1 ``all_reduce`` and
 ``all_gather``, part 2 ``all_gather`` and ``reduce_scatter``), built on the SimWorld's point-to-point
 messages: a rank sends its payload (or its chunk) straight to every other rank and adds or concatenates what
@@ -80,8 +83,9 @@ class FSDPComm(_Collectives):
 
 
 def run_world(n, rank_fn, comm_cls, recorders=None):
-    """Child: run ``rank_fn(comm, rank, mark)`` on every rank of a recorded world (``mark()``: forward ends
-    here); (world, each rank's recorded collectives, marks, results or a deadlock message)."""
+    """Child: run ``rank_fn(comm, rank, mark)`` on every rank of a recorded world, ``comm`` being
+    ``comm_cls(world's comm, the rank's trace)`` (``mark()``: forward ends here); (world, each rank's trace,
+    marks, results or a deadlock message)."""
     from minigrad.distributed.simworld import DeadlockError, SimWorld
     traces, marks = [[] for _ in range(n)], [None] * n
     world = SimWorld(n, timeout=5.0)
@@ -112,6 +116,65 @@ def observation(world, traces, marks, results):
         obs[f"dims{r}"] = np.array([list(a.shape) + [-1] * (width - a.ndim) for _, a in trace],
                                    dtype=np.int64).reshape(-1, width)
         obs[f"mark{r}"] = np.asarray(len(trace) if marks[r] is None else marks[r])
+    if isinstance(results, str):
+        return dict(obs, deadlock=np.array(results))
+    for r, res in enumerate(results):
+        for k, v in (res or {}).items():
+            obs[f"{k}.{r}"] = np.asarray(v, dtype=np.float64)
+    return obs
+
+
+SEND, RECV, FORWARD, BACKWARD = range(4)
+
+
+class PipeStage:
+    """What part 3 hands each rank: its stage (``module``), ``send``/``recv``, the micro-batches' inputs on the
+    first stage and their losses on the last. Every send and receive (with its payload) and every forward and
+    backward of the module (hooks on it) is appended to the rank's trace, in order."""
+
+    def __init__(self, comm, trace, module, inputs, upstream, rows):
+        self.rank, self.size, self.module = comm.rank, comm.size, module
+        self._comm, self._trace, self._inputs, self._upstream, self._rows = comm, trace, inputs, upstream, rows
+        module.register_forward_hook(lambda *_: trace.append((FORWARD, -1, None)))
+        first = next(iter(module.parameters()))
+        first.register_post_accumulate_grad_hook(lambda t: trace.append((BACKWARD, -1, None)))
+
+    def send(self, array, dst):
+        """Send a copy of ``array`` to rank ``dst`` (returns at once)."""
+        a = np.array(array, dtype=np.float64)
+        self._trace.append((SEND, int(dst), a.copy()))
+        self._comm.send(a, dst)
+
+    def recv(self, src):
+        """The next array rank ``src`` sent to this rank (blocks until it arrives)."""
+        a = np.array(self._comm.recv(src), dtype=np.float64)
+        self._trace.append((RECV, int(src), a.copy()))
+        return a
+
+    def input(self, i):
+        """Micro-batch ``i``'s input rows (the first stage only)."""
+        if self.rank != 0:
+            raise ValueError(f"stage.input: only the first stage reads the data (this is stage {self.rank}); "
+                             f"the others receive their input from the previous stage")
+        return self._inputs[i].copy()
+
+    def loss(self, y, i):
+        """Micro-batch ``i``'s loss, a scalar Tensor (the last stage only): backward from it."""
+        import minigrad as mg
+        if self.rank != self.size - 1:
+            raise ValueError(f"stage.loss: only the last stage computes the loss (this is stage {self.rank})")
+        return (y * mg.tensor(self._upstream[i])).sum() / self._rows
+
+
+def pipe_observation(world, traces, results):
+    """Each rank's trace (``ops``: kind, peer, payload size; ``vals``: payloads), the world's messages and
+    what each rank returned (``name.rank``)."""
+    obs = {"messages": np.array(world.messages, dtype=np.int64).reshape(-1, 4)}
+    for r, trace in enumerate(traces):
+        obs[f"ops{r}"] = np.array([(k, peer, 0 if a is None else a.size) for k, peer, a in trace],
+                                  dtype=np.int64).reshape(-1, 3)
+        payloads = [a.ravel() for _, _, a in trace if a is not None]
+        obs[f"vals{r}"] = np.concatenate(payloads) if payloads else np.zeros(0)
     if isinstance(results, str):
         return dict(obs, deadlock=np.array(results))
     for r, res in enumerate(results):
