@@ -1,32 +1,50 @@
-"""a9_model_parallelism: the student writes Megatron's tensor parallelism, then a fully sharded (ZeRO-3) unit.
+"""a9_model_parallelism: Megatron's tensor parallelism, a fully sharded (ZeRO-3) unit and a 1F1B pipeline.
 
   part1  CopyToParallel (f), ReduceFromParallel (g)   the conjugate ops: identity / all-reduce, swapped in backward
          ColumnParallelLinear, RowParallelLinear       an MLP split over ranks: one all-reduce forward, one backward
   part2  shard_flat(arrays, comm)                      FSDP's flat parameter, padded, one chunk per rank
          FSDPLinear (a Function)                       all-gather before forward, freed after, gathered again in
                                                        backward, gradients reduce-scattered and averaged
+  part3  forward_step, backward_step, one_f_one_b     stages on send/recv, micro-batches in the 1F1B order
 
 Each rank runs on a recorded world (``minigrad.distributed.SimWorld``: the ranks are threads of the sandboxed
-child, as in a6) and is handed a recorder with only the collectives of its part: part 1 ``all_reduce`` and
-``all_gather``, part 2 ``all_gather`` and ``reduce_scatter``. They are built on the world's point-to-point
-messages, and the world's own all-reduce is a stub in both children, so every number a rank receives goes
-through a logged message. The parent holds the world's message log against the recorded collectives (any
-other traffic rejects the part, ``_a9_model_parallelism/comm.py``), then judges: values and gradients vs
-the one-process model in float64 NumPy (``_a9_model_parallelism/reference.py``) on 2-4 ranks and shapes the
-handout does not use; which collectives ran in forward and in backward, with how many bytes; what each
-rank put into them (its own shard's partial sums, never the full weight: a "parallel" layer that gathers
-its weight fails there); and, for the sharded unit, the bytes still allocated when forward returns (the
-grader's checked meter, the recorder's own copies taken out), credited only beside right gradients.
+child, as in a6; why not MPI: see a6's spec) and is handed only what its part teaches
+(``_a9_model_parallelism/world.py``): part 1 ``all_reduce`` and ``all_gather``, part 2 ``all_gather`` and
+``reduce_scatter``, built on the world's point-to-point messages (the world's own all-reduce is a stub), part 3
+a stage with ``send``/``recv`` whose module's forwards and backwards are recorded by hooks. The parent holds the
+world's message log against what was recorded (other traffic rejects the part, ``comm.py``), then judges
+against the one-process model in float64 NumPy (``reference.py``) on 2-4 ranks and shapes the handout does not
+use: values and gradients; which collectives ran in forward and in backward, with how many bytes, and what
+each rank put in (its own shard's partial sums: a "parallel" layer that gathers its weight fails; ``tp.py``);
+for the sharded unit the bytes still allocated when forward returns (the checked meter, the recorder's copies
+and the inputs aside), credited only beside a gathered weight and right gradients (``fsdp.py``); for the
+pipeline every message's value, and a timeline the parent replays from the stages' record (forward 1 unit,
+backward 2): the 1F1B order, the activations each stage held and the bubble against (p-1)/(m+p-1); stages
+that never compute at the same time score 0 for the part (``pipeline.py``).
 """
 import numpy as np
 
-from autograder.assignments._a9_model_parallelism.fsdp import (verdict_fsdp_backward, verdict_fsdp_forward,
-                                                                verdict_fsdp_train, verdict_memory, verdict_shard)
-from autograder.assignments._a9_model_parallelism.pipeline import (verdict_bubble, verdict_grads, verdict_messages,
-                                                                    verdict_order)
-from autograder.assignments._a9_model_parallelism.reference import flat_padded
-from autograder.assignments._a9_model_parallelism.tp import verdict_conjugate, verdict_layer, verdict_mlp
 from autograder.spec import Assignment, Case, Part, Test
+
+
+def _parent(module, name):
+    """A verdict (or helper) of ``_a9_model_parallelism/<module>.py``, imported when first called: in the parent
+    only, so the child never loads the grader's reference or verdicts."""
+    def call(*args):
+        import importlib
+        return getattr(importlib.import_module(f"autograder.assignments._a9_model_parallelism.{module}"), name)(*args)
+    call.__name__ = name
+    return call
+
+
+verdict_conjugate, verdict_layer, verdict_mlp = (_parent("tp", n) for n in ("verdict_conjugate", "verdict_layer",
+                                                                           "verdict_mlp"))
+verdict_shard, verdict_fsdp_forward, verdict_fsdp_backward, verdict_fsdp_train, verdict_memory = (
+    _parent("fsdp", n) for n in ("verdict_shard", "verdict_fsdp_forward", "verdict_fsdp_backward",
+                                 "verdict_fsdp_train", "verdict_memory"))
+verdict_grads, verdict_messages, verdict_order, verdict_bubble = (
+    _parent("pipeline", n) for n in ("verdict_grads", "verdict_messages", "verdict_order", "verdict_bubble"))
+flat_padded = _parent("reference", "flat_padded")
 
 def _run_world(case, rank_fn, part, recorders=None):
     """Child: the recorded world (``_a9_model_parallelism/world.py``)."""
