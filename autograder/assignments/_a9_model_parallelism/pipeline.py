@@ -162,11 +162,19 @@ def verdict_messages(case, obs, ctx):
     return Verdict.ok()
 
 
-def verdict_order(case, obs, ctx):
+def _gated(case, obs, ctx, what):
+    """A failed verdict unless the pipeline's gradients are right: what a do-nothing or sequential schedule
+    would get for free (few activations held, no bubble to speak of) is credited only beside them."""
     right = verdict_grads(case, obs, ctx)
-    if not right.passed:
-        return right if right.reject else Verdict.fail(f"the schedule is credited only to a pipeline whose "
-                                                       f"gradients are right: {right.message}")
+    if right.passed or right.reject:
+        return None if right.passed else right
+    return Verdict.fail(f"{what} is credited only to a pipeline whose gradients are right: {right.message}")
+
+
+def verdict_order(case, obs, ctx):
+    bad = _gated(case, obs, ctx, "the schedule")
+    if bad:
+        return bad
     seqs, _, _, _ = checked(case, obs)
     n, m = case.params["world"], case.params["micro"]
     for r in range(n):
@@ -184,10 +192,9 @@ def verdict_order(case, obs, ctx):
 
 
 def verdict_bubble(case, obs, ctx):
-    right = verdict_grads(case, obs, ctx)
-    if not right.passed:
-        return right if right.reject else Verdict.fail(f"the bubble is credited only to a pipeline whose gradients "
-                                                       f"are right: {right.message}")
+    bad = _gated(case, obs, ctx, "the bubble")
+    if bad:
+        return bad
     _, busy, makespan, _ = checked(case, obs)
     n, m = case.params["world"], case.params["micro"]
     bubble = 1 - sum(e - s for b in busy for s, e, _ in b) / (n * makespan)

@@ -105,6 +105,16 @@ def run_world(n, rank_fn, comm_cls, recorders=None):
     return world, traces, marks, results
 
 
+def _with_results(obs, results):
+    """``obs`` with what each rank returned ({name: array} as ``name.rank``), or the deadlock's message."""
+    if isinstance(results, str):
+        return dict(obs, deadlock=np.array(results))
+    for r, res in enumerate(results):
+        for k, v in (res or {}).items():
+            obs[f"{k}.{r}"] = np.asarray(v, dtype=np.float64)
+    return obs
+
+
 def observation(world, traces, marks, results):
     """Each rank's collectives (``ops``: kind and size, ``vals``: payloads, ``dims``: shapes), where its
     forward ended (``mark``), the world's messages and what each rank returned (``name.rank``)."""
@@ -116,12 +126,7 @@ def observation(world, traces, marks, results):
         obs[f"dims{r}"] = np.array([list(a.shape) + [-1] * (width - a.ndim) for _, a in trace],
                                    dtype=np.int64).reshape(-1, width)
         obs[f"mark{r}"] = np.asarray(len(trace) if marks[r] is None else marks[r])
-    if isinstance(results, str):
-        return dict(obs, deadlock=np.array(results))
-    for r, res in enumerate(results):
-        for k, v in (res or {}).items():
-            obs[f"{k}.{r}"] = np.asarray(v, dtype=np.float64)
-    return obs
+    return _with_results(obs, results)
 
 
 SEND, RECV, FORWARD, BACKWARD = range(4)
@@ -175,9 +180,4 @@ def pipe_observation(world, traces, results):
                                   dtype=np.int64).reshape(-1, 3)
         payloads = [a.ravel() for _, _, a in trace if a is not None]
         obs[f"vals{r}"] = np.concatenate(payloads) if payloads else np.zeros(0)
-    if isinstance(results, str):
-        return dict(obs, deadlock=np.array(results))
-    for r, res in enumerate(results):
-        for k, v in (res or {}).items():
-            obs[f"{k}.{r}"] = np.asarray(v, dtype=np.float64)
-    return obs
+    return _with_results(obs, results)
