@@ -42,14 +42,14 @@ _BOARD = {}
 
 
 def _take(stage, key):
-    board = _BOARD.setdefault(id(stage._comm.world), {})
+    board = _BOARD.setdefault(stage._comm.world, {})
     while key not in board:
         time.sleep(0.0005)
     return board.pop(key)
 
 
 def _put(stage, key, value):
-    _BOARD.setdefault(id(stage._comm.world), {})[key] = value
+    _BOARD.setdefault(stage._comm.world, {})[key] = value
 
 
 def forward_step(stage, i, saved):

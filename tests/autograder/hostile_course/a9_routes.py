@@ -47,7 +47,7 @@ _SHARED = {}
 def _board(comm):
     """One dict and one barrier per world, found through the world object every rank's comm leads to."""
     world = comm._comm.world
-    return _SHARED.setdefault(id(world), ({}, threading.Barrier(comm.size)))
+    return _SHARED.setdefault(world, ({}, threading.Barrier(comm.size)))
 
 
 class FSDPLinear(Function):
