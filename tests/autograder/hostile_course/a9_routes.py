@@ -83,15 +83,14 @@ class FSDPLinear(Function):
 # <<<
 def one_f_one_b(stage, m):
     "One training step of m micro-batches on this stage, in the 1F1B order."
-    saved = {}
-    warmup = min(stage.size - stage.rank - 1, m)
-    for i in range(warmup):
-        forward_step(stage, i, saved)
-    for i in range(m - warmup):
-        forward_step(stage, warmup + i, saved)
-        backward_step(stage, i, saved)
-    for i in range(m - warmup, m):
-        backward_step(stage, i, saved)
+    saved, warmup = {}, min(stage.size - stage.rank - 1, m)
+    for f in range(warmup):
+        forward_step(stage, f, saved)
+    for f in range(warmup, m):
+        forward_step(stage, f, saved)
+        backward_step(stage, f - warmup, saved)
+    for b in range(m - warmup, m):
+        backward_step(stage, b, saved)
 # ===
 import operator
 

@@ -2,7 +2,7 @@
 # stage holds all m micro-batches' activations.
 # %% [a9-1f1b] patch
 # <<<
-    warmup = min(stage.size - stage.rank - 1, m)
+    saved, warmup = {}, min(stage.size - stage.rank - 1, m)
 # ===
-    warmup = m
+    saved, warmup = {}, m
 # >>>

@@ -2,7 +2,7 @@
 # goes through the whole pipeline and back before the next starts: the stages run one after another.
 # %% [a9-1f1b] patch
 # <<<
-    warmup = min(stage.size - stage.rank - 1, m)
+    saved, warmup = {}, min(stage.size - stage.rank - 1, m)
 # ===
-    warmup = 0
+    saved, warmup = {}, 0
 # >>>

@@ -1,7 +1,7 @@
 # One warm-up forward too many: p - rank instead of p - rank - 1.
 # %% [a9-1f1b] patch
 # <<<
-    warmup = min(stage.size - stage.rank - 1, m)
+    saved, warmup = {}, min(stage.size - stage.rank - 1, m)
 # ===
-    warmup = min(stage.size - stage.rank, m)
+    saved, warmup = {}, min(stage.size - stage.rank, m)
 # >>>
