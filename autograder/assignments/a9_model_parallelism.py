@@ -46,6 +46,8 @@ verdict_grads, verdict_messages, verdict_order, verdict_bubble = (
     _parent("pipeline", n) for n in ("verdict_grads", "verdict_messages", "verdict_order", "verdict_bubble"))
 flat_padded = _parent("reference", "flat_padded")
 
+
+# ---- the recorded world (child) -------------------------------------------------------------------------------
 def _run_world(case, rank_fn, part, recorders=None):
     """Child: the recorded world (``_a9_model_parallelism/world.py``)."""
     from autograder.assignments._a9_model_parallelism import world
@@ -61,6 +63,7 @@ def _grad(t):
     return np.full(t.shape, np.nan) if t.grad is None else t.grad.numpy()
 
 
+# ---- part 1: tensor parallelism ----------------------------------------------------------------------------------
 def inputs_tp(p):
     rng = np.random.default_rng(p["seed"])
     n, B, (d, h, o) = p["world"], p["batch"], p["widths"]
@@ -71,8 +74,8 @@ def inputs_tp(p):
 
 
 def _rows(case, r):
-    k = case.params["widths"][1] // case.params["world"]
-    return slice(r * k, (r + 1) * k)
+    from autograder.assignments._a9_model_parallelism.world import hidden_rows
+    return hidden_rows(case.params, r)
 
 
 def observe_conjugate(ns, case):
@@ -157,7 +160,7 @@ def inputs_shard(p):
     return {f"a{k}": rng.standard_normal(s) for k, s in enumerate(p["shapes"])}
 
 
-def _fsdp_rank(ns, case, steps, lr, mark=None, hold=None):
+def _fsdp_rank(ns, case, steps, lr, hold=None):
     """One rank of an FSDP model: tanh-joined FSDPLinear units on this rank's rows, plain SGD on the shards."""
     import minigrad as mg
     widths, B = case.params["widths"], case.params["batch"]

@@ -8,11 +8,11 @@ from autograder.spec import Verdict
 
 from . import comm as C
 from .reference import mlp
+from .world import hidden_rows
 
 
 def _rows(case, r):
-    k = case.params["widths"][1] // case.params["world"]
-    return slice(r * k, (r + 1) * k)
+    return hidden_rows(case.params, r)
 
 
 def values(case, obs, name, want, what, r):

@@ -15,6 +15,12 @@ import numpy as np
 KINDS = ("all_reduce", "all_gather", "reduce_scatter")
 
 
+def hidden_rows(params, r):
+    """Rank r's slice of part 1's hidden features (``widths[1]`` split evenly over the world)."""
+    k = params["widths"][1] // params["world"]
+    return slice(r * k, (r + 1) * k)
+
+
 class _Collectives:
     """A rank's collectives over the world's messages: each rank sends its payload (or chunk) straight to
     every other rank and adds or concatenates in rank order, so every rank gets bit-identical results."""
