@@ -2,7 +2,7 @@
 
 ``FusedKernel`` holds the chain's steps (op rule, operands, attrs, dtype) and generates from the table:
 
-* ``numpy_source``: the forward body ``blocked.run_forward`` runs per block: one NumPy ufunc call with
+* ``numpy_source``: the forward body ``blocked.forward_blocks`` runs per block: one NumPy ufunc call with
   ``out=`` per op into block buffers, each reused as soon as the value in it is dead (the output's own block
   first), the last op writing the output. Literals are 0-d arrays of their op's dtype, bound once next to
   the function (``c0 = np.array(0.5, 'float32')``): NumPy would convert a Python float on every call;
@@ -116,7 +116,7 @@ class FusedKernel:
 
     def forward_numpy(self, inputs, out):
         fn = self._compiled.get("np") or self._compiled.setdefault("np", _exec(self.numpy_source, self.name))
-        return blocked.run_forward(fn, inputs, out, self.buffer_dtypes, self.block)
+        return blocked.forward_blocks(fn, inputs, out, self.buffer_dtypes, self.block)
 
     # --- backward: recompute, then the chain rule in reverse --------------------------------------
     def backward_body(self, wanted, c=False):
@@ -162,7 +162,7 @@ class FusedKernel:
         fn = self._compiled.get(key) or self._compiled.setdefault(
             key, _exec(self.backward_source(wanted), self.name + "_backward"))
         dtypes = [d if d.kind == "f" else grad.dtype for d in self.input_dtypes]
-        return blocked.run_backward(fn, inputs, grad, wanted, dtypes, self.block, alloc)
+        return blocked.backward_blocks(fn, inputs, grad, wanted, dtypes, self.block, alloc)
 
     # --- CuPy: the same chain as ElementwiseKernel bodies -----------------------------------------
     def cupy_forward_source(self):
