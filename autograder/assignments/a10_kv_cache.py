@@ -1,0 +1,504 @@
+"""a10_kv_cache: the student writes a KV cache, the paged cache's block allocator and the continuous-batching
+scheduler's two decisions (lecture 12).
+
+  part1  KVCache, LayerCache           incremental decoding: logits and greedy tokens equal recomputing the
+                                        whole prefix (float64), chunks of new tokens after cached ones
+  part2  BlockAllocator                 allocate / free / share / copy_on_write with reference counts
+  part3  ContinuousScheduler            admit() and make_room() of minigrad's Scheduler
+
+How each part is judged (in the parent; the child runs the student's code and returns arrays):
+- cache: the child feeds a seeded float64 decoder the tokens chunk by chunk through the student's cache; the
+  parent runs the same decoder on the whole sequence without a cache and compares every position's logits,
+  naming the first wrong position and what it suggests (positions, the causal mask of a chunk).
+- allocator: the child drives the student's allocator through a seeded random trace (``allocator_trace``,
+  its decisions depend only on the seed and on what the allocator returned) and records every result. The
+  parent reruns the driver on the recorded results (a log the driver would not have written is refused)
+  and replays the log against reference counts of its own: no block handed out while held, counts and the
+  free count right after every call, nothing leaked at the end. In the engine, every call minigrad's block
+  manager makes is recorded by a proxy the grader puts in front of the student's allocator; the parent
+  replays that log too, so nothing the allocator says about itself is trusted; outputs must equal each
+  request run alone and the peak of blocks held must not exceed minigrad's allocator's.
+- scheduler: minigrad's engine runs the student's scheduler; the grader's subclass records each step's
+  plan (what the engine prefilled, decoded, preempted) and the pool's free blocks. The parent replays the
+  plan against the policy from the state it reconstructs (first come first served admission while seats and
+  blocks allow, every running sequence decodes, the newest is preempted only when blocks run out) and names
+  the first step that differs. Outputs equal to each request alone are credited only to a scheduler that
+  batches; throughput (steps) is compared with minigrad's scheduler in the parent.
+
+No solution code lives here: expected values come from the decoder run without a cache, reference counts
+the parent keeps, and minigrad's own engine run in the parent.
+"""
+import numpy as np
+
+from autograder import verdicts as V
+from autograder.spec import Assignment, Case, Part, Test, Verdict
+
+VOCAB, CONTEXT = 29, 64
+TOL = dict(rtol=1e-10, atol=1e-12)
+OPS = ("allocate", "free", "share", "copy_on_write")
+
+
+# ---- the decoder (child and parent build the same one) --------------------------------------------------
+_CLASSES = {}
+
+
+def decoder(seed, d_model=16, n_layer=2, n_head=2):
+    """A seeded float64 GPT-style decoder whose forward takes ``kv_cache=`` (the protocol of lecture 12)."""
+    import minigrad as mg
+    from minigrad import nn
+    if "Decoder" not in _CLASSES:
+        class Decoder(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.block_size = CONTEXT
+                self.tok_emb, self.pos_emb = nn.Embedding(VOCAB, d_model), nn.Embedding(CONTEXT, d_model)
+                self.blocks = nn.ModuleList([nn.TransformerBlock(d_model, n_head, causal=True)
+                                             for _ in range(n_layer)])
+                self.ln_f, self.head = nn.LayerNorm(d_model), nn.Linear(d_model, VOCAB)
+
+            def forward(self, idx, kv_cache=None):
+                T = idx.shape[1]
+                pos = mg.arange(T) if kv_cache is None else kv_cache.position_ids(T)
+                x = self.tok_emb(idx) + self.pos_emb(pos)
+                for i, block in enumerate(self.blocks):
+                    x = block(x, kv_cache=None if kv_cache is None else kv_cache.layer(i))
+                return self.head(self.ln_f(x))
+        _CLASSES["Decoder"] = Decoder
+    mg.manual_seed(seed)
+    return _CLASSES["Decoder"]().double().eval()
+
+
+def full_logits(seed, ids):
+    """Parent: the decoder on the whole sequence, no cache: (N, T, VOCAB) float64."""
+    import minigrad as mg
+    with mg.no_grad():
+        return decoder(seed)(mg.tensor(np.asarray(ids), dtype=mg.int64)).numpy()
+
+
+def greedy_alone(seed, prompt, n):
+    """Parent: n greedy tokens after ``prompt``, recomputing the whole prefix each step."""
+    ids = list(prompt)
+    for _ in range(n):
+        ids.append(int(np.argmax(full_logits(seed, [ids])[0, -1])))
+    return ids[len(prompt):]
+
+
+# ---- part 1: the KV cache -------------------------------------------------------------------------------
+def inputs_cache(p):
+    rng = np.random.default_rng(p["seed"])
+    T = p.get("prompt", sum(p.get("chunks", [0])))
+    return {"ids": rng.integers(0, VOCAB, (p["N"], T)).astype(np.int64)}
+
+
+def observe_cache(ns, case):
+    """Teacher forcing: the tokens fed chunk by chunk; every chunk's logits."""
+    import minigrad as mg
+    p = case.params
+    model, ids = decoder(p["seed"]), case["ids"]
+    cache, outs, start = ns.KVCache(len(model.blocks)), [], 0
+    with mg.no_grad():
+        for L in p["chunks"]:
+            outs.append(np.asarray(model(mg.tensor(ids[:, start:start + L]), kv_cache=cache).numpy(), np.float64))
+            start += L
+    return {"logits": np.concatenate(outs, axis=1)}
+
+
+def _chunk_of(chunks, t):
+    start = 0
+    for L in chunks:
+        if t < start + L:
+            return start, L
+        start += L
+    return start, 0
+
+
+def verdict_cache(case, obs, ctx):
+    p = case.params
+    want = full_logits(p["seed"], case["ids"])
+    got = obs.get("logits")
+    if got is None or np.shape(got) != want.shape:
+        return Verdict.fail(f"KVCache: the logits of the chunks {p['chunks']} have shape {np.shape(got)}, expected "
+                            f"{want.shape} (N, T, vocab): does attend return (N, H, L, D) for the L new tokens?")
+    bad = ~np.isclose(got, want, **TOL).all(axis=(0, 2))
+    if not bad.any():
+        return Verdict.ok()
+    t = int(np.argmax(bad))
+    start, L = _chunk_of(p["chunks"], t)
+    err = float(np.abs(got[:, t] - want[:, t]).max())
+    where = f"KVCache (chunks {p['chunks']}): logits at position {t} differ from recomputing the whole prefix " \
+            f"by {err:.3g}; position {t} is in the chunk of {L} tokens fed after {start} cached ones"
+    if start == 0:
+        hint = "the first chunk is wrong too: does attend apply the causal mask (token i sees keys 0..i)?"
+    elif L > 1 and not bad[start + L - 1:].all() or (L > 1 and t > start):
+        hint = ("the chunk's first token is right but a later one is not: the causal mask of L new queries after "
+                "S - L cached keys is aligned to the bottom right (query i sees keys j <= S - L + i)")
+    elif L > 1:
+        hint = ("a chunk of several tokens after cached ones is wrong: the causal mask of L new queries after "
+                "S - L cached keys is aligned to the bottom right (query i sees keys j <= S - L + i)")
+    else:
+        hint = ("everything before the cached tokens is right, the first token after them is not: do position_ids "
+                "continue from the number of cached tokens, and does each layer keep its own keys and values "
+                "(layer(i) returns layer i's cache)?")
+    return Verdict.fail(f"{where}: {hint}")
+
+
+def observe_greedy(ns, case):
+    """Greedy decoding through the student's cache: the prompt in one forward, then one token per forward."""
+    import minigrad as mg
+    p = case.params
+    model, prompt = decoder(p["seed"]), case["ids"]
+    cache, out = ns.KVCache(len(model.blocks)), []
+    with mg.no_grad():
+        logits = model(mg.tensor(prompt), kv_cache=cache).numpy()
+        for _ in range(p["new"]):
+            nxt = np.argmax(logits[:, -1], axis=-1).astype(np.int64)
+            out.append(nxt)
+            logits = model(mg.tensor(nxt[:, None]), kv_cache=cache).numpy()
+    return {"tokens": np.stack(out, axis=1)}
+
+
+def verdict_greedy(case, obs, ctx):
+    p = case.params
+    want = np.array([greedy_alone(p["seed"], row, p["new"]) for row in case["ids"].tolist()], dtype=np.int64)
+    got = np.asarray(obs.get("tokens", np.zeros((0,))))
+    if got.shape != want.shape:
+        return Verdict.fail(f"greedy decoding through KVCache: {got.shape} tokens, expected {want.shape}")
+    if (got == want).all():
+        return Verdict.ok()
+    r, t = (int(i) for i in np.argwhere(got != want)[0])
+    return Verdict.fail(f"greedy decoding through KVCache: row {r}, new token {t} is {int(got[r, t])}; recomputing "
+                        f"the whole prefix gives {int(want[r, t])} (tokens {want[r, :t].tolist()} before it agree)")
+
+
+# ---- part 2: the block allocator ------------------------------------------------------------------------
+def allocator_trace(alloc, n, seed, steps):
+    """Drive an allocator of ``n`` blocks through ``steps`` seeded random calls, then free everything it holds.
+
+    The driver holds references (a list of block ids, one entry per reference) and decides only from the seed
+    and what the calls returned, so the parent reruns it on the recorded results. Rows:
+    ``[op, arg, result, flag, ref_count(arg), ref_count(result), num_free_blocks]`` after each call (flag:
+    free returned True / copy_on_write copied)."""
+    rng = np.random.default_rng(seed)
+    held, rows = [], []
+
+    def record(op, arg, res, flag):
+        rows.append([op, arg, res, int(bool(flag)), int(alloc.ref_count(arg)) if arg >= 0 else -1,
+                     int(alloc.ref_count(res)) if res >= 0 else -1, int(alloc.num_free_blocks)])
+
+    for _ in range(steps):
+        room, r = len(set(held)) < n, rng.random()
+        if not held or (room and r < 0.35):
+            b = int(alloc.allocate())
+            held.append(b)
+            record(0, -1, b, 0)
+        elif r < 0.6 or (r >= 0.8 and not room):       # copy_on_write may need a free block
+            b = held.pop(int(rng.integers(len(held))))
+            record(1, b, -1, alloc.free(b))
+        elif r < 0.8:
+            b = held[int(rng.integers(len(held)))]
+            held.append(int(alloc.share(b)))
+            record(2, b, held[-1], 0)
+        else:
+            k = int(rng.integers(len(held)))
+            b = held[k]
+            new, copied = alloc.copy_on_write(b)
+            held[k] = int(new)
+            record(3, b, held[k], copied)
+    for k in rng.permutation(len(held)):
+        record(1, held[k], -1, alloc.free(held[k]))
+    return np.array(rows, dtype=np.int64).reshape(-1, 7)
+
+
+def observe_trace(ns, case):
+    p = case.params
+    return {"rows": allocator_trace(ns.BlockAllocator(p["n"]), p["n"], p["seed"], p["steps"])}
+
+
+def verdict_trace(case, obs, ctx):
+    from autograder.assignments._a10_kv_cache.replay import check_allocator_log, driven_by_trace
+    p = case.params
+    rows = np.asarray(obs.get("rows", np.zeros((0, 7))), dtype=np.int64)
+    if not driven_by_trace(rows, p["n"], p["seed"], p["steps"]):
+        return Verdict.rejected("the allocator trace is not the one the grader's driver issues: the log was "
+                                "written or edited by hand")
+    return check_allocator_log(rows, p["n"], f"trace (seed {p['seed']}, {p['n']} blocks)")[0]
+
+
+_RAISED = ("no error", "OutOfMemoryError", "ValueError", "another error")
+
+
+def _raised(fn):
+    import minigrad as mg
+    try:
+        fn()
+    except mg.OutOfMemoryError:        # minigrad's (NoFreeBlocksError is one); a MemoryError is not
+        return 1
+    except ValueError:                 # minigrad's ArgumentError is one
+        return 2
+    except Exception:                  # noqa: BLE001 - the verdict names what was expected
+        return 3
+    return 0
+
+
+def observe_errors(ns, case):
+    p = case.params
+    rows = allocator_trace(ns.BlockAllocator(p["n"]), p["n"], p["seed"], 30)   # the behaviour the test presumes
+    a = ns.BlockAllocator(p["n"])
+    got = [int(a.allocate()) for _ in range(p["n"])]
+    full = _raised(a.allocate)
+    a.free(got[0])
+    twice = _raised(lambda: a.free(got[0]))
+    share_free = _raised(lambda: a.share(got[0]))
+    return {"rows": rows, "ids": np.array(got, dtype=np.int64), "raised": np.array([full, twice, share_free])}
+
+
+def verdict_errors(case, obs, ctx):
+    from autograder.assignments._a10_kv_cache.replay import check_allocator_log
+    p = case.params
+    v, _ = check_allocator_log(np.asarray(obs.get("rows", np.zeros((0, 7))), dtype=np.int64), p["n"], "a short trace")
+    if not v.passed:
+        return Verdict.fail(f"errors are credited only to an allocator that works: {v.message}")
+    ids = np.asarray(obs.get("ids", []))
+    if sorted(ids.tolist()) != list(range(p["n"])):
+        return Verdict.fail(f"allocate() {p['n']} times on a fresh pool of {p['n']} gave {ids.tolist()}: expected "
+                            f"every block once")
+    full, twice, share_free = (int(x) for x in obs["raised"])
+    if full != 1:
+        return Verdict.fail(f"allocate() on a full pool: {_RAISED[full]}; expected minigrad's OutOfMemoryError "
+                            f"(raise OutOfMemoryError(...): the scheduler preempts before it happens)")
+    if twice != 2:
+        return Verdict.fail(f"free() of a block that is already free: {_RAISED[twice]}; expected a ValueError "
+                            f"(ArgumentError) naming the block: a double free must never put it on the list twice")
+    if share_free != 2:
+        return Verdict.fail(f"share() of a free block: {_RAISED[share_free]}; expected a ValueError (ArgumentError)")
+    return Verdict.ok()
+
+
+class _Recorder:
+    """Grader-side proxy between minigrad's block manager and the student's allocator: every call and its
+    result is logged in ``allocator_trace``'s row format; what the allocator says of itself is passed on."""
+
+    def __init__(self, alloc, n):
+        self._alloc, self.num_blocks, self.rows = alloc, n, []
+
+    def _log(self, op, arg, res, flag):
+        a = self._alloc
+        self.rows.append([op, arg, res, int(bool(flag)), int(a.ref_count(arg)) if arg >= 0 else -1,
+                          int(a.ref_count(res)) if res >= 0 else -1, int(a.num_free_blocks)])
+
+    def allocate(self):
+        b = int(self._alloc.allocate())
+        self._log(0, -1, b, 0)
+        return b
+
+    def free(self, b):
+        last = self._alloc.free(b)
+        self._log(1, b, -1, last)
+        return bool(last)
+
+    def share(self, b):
+        s = int(self._alloc.share(b))
+        self._log(2, b, s, 0)
+        return s
+
+    def copy_on_write(self, b):
+        new, copied = self._alloc.copy_on_write(b)
+        self._log(3, b, int(new), copied)
+        return int(new), bool(copied)
+
+    def ref_count(self, b):
+        return self._alloc.ref_count(b)
+
+    @property
+    def num_free_blocks(self):
+        return self._alloc.num_free_blocks
+
+
+def inputs_requests(p):
+    """Prompts (a ragged batch, flattened with their lengths) and max_tokens. ``shared``: prompts share prefixes
+    (and two are equal), so blocks are shared and copied on write; otherwise every prompt starts with its own
+    token, so no two share a block."""
+    rng = np.random.default_rng(p["seed"])
+    k = p["requests"]
+    lens = rng.integers(p.get("min_prompt", 2), p.get("max_prompt", 11), k)
+    prompts = [rng.integers(0, VOCAB, int(n)) for n in lens]
+    if p.get("shared"):
+        base = rng.integers(0, VOCAB, 9)
+        prompts = [np.concatenate([base[:int(rng.integers(4, 10))], q[:3]]) for q in prompts]
+        prompts[1] = prompts[0].copy()
+    else:
+        for i, q in enumerate(prompts):
+            q[0] = i
+    return {"prompts": np.concatenate(prompts).astype(np.int64),
+            "lens": np.array([len(q) for q in prompts], dtype=np.int64),
+            "max_tokens": rng.integers(p.get("min_new", 2), p.get("max_new", 14), k).astype(np.int64)}
+
+
+def split_prompts(case):
+    bounds = np.cumsum(case["lens"])[:-1]
+    return [q.tolist() for q in np.split(case["prompts"], bounds)]
+
+
+def observe_engine_allocator(ns, case):
+    from minigrad.inference import LLMEngine, SamplingParams
+    p = case.params
+    rec = _Recorder(ns.BlockAllocator(p["blocks"]), p["blocks"])
+    engine = LLMEngine(decoder(p["seed"]), num_blocks=p["blocks"], block_size=p["block_size"],
+                       max_num_seqs=p["seats"], allocator=rec)
+    outs = engine.generate(split_prompts(case), [SamplingParams(max_tokens=int(m), temperature=0)
+                                                for m in case["max_tokens"]])
+    return {"rows": np.array(rec.rows, dtype=np.int64).reshape(-1, 7),
+            "tokens": np.array([t for o in outs for t in o.token_ids], dtype=np.int64),
+            "counts": np.array([len(o.token_ids) for o in outs], dtype=np.int64)}
+
+
+def verdict_engine_allocator(case, obs, ctx):
+    from autograder.assignments._a10_kv_cache.replay import check_allocator_log, check_outputs, reference_run
+    p = case.params
+    v = check_outputs(case, obs, greedy_alone)
+    if not v.passed:
+        return v
+    rows = np.asarray(obs.get("rows", np.zeros((0, 7))), dtype=np.int64)
+    v, peak = check_allocator_log(rows, p["blocks"], "in the engine")
+    if not v.passed:
+        return v
+    ref = reference_run(case, decoder)
+    if peak > ref["peak"]:
+        return Verdict.fail(f"in the engine your allocator held {peak} blocks at its peak, minigrad's {ref['peak']} "
+                            f"on the same requests: blocks are held longer than needed (is a block whose last "
+                            f"reference is freed back on the free list at once?)")
+    return Verdict.ok(f"peak {peak} blocks (minigrad's {ref['peak']})")
+
+
+# ---- part 3: the scheduler ------------------------------------------------------------------------------
+def observe_scheduler(ns, case):
+    from minigrad.inference import BlockAllocator, LLMEngine, SamplingParams
+    p = case.params
+    plans = []
+
+    class Recorded(ns.ContinuousScheduler):
+        """What the engine will run this step, as the plan says, and the pool's free blocks after it."""
+
+        def schedule(self):
+            plan = super().schedule()
+            plans.append([[s.seq_id for s in plan.prefill], [s.seq_id for s in plan.decode],
+                          [s.seq_id for s in plan.preempted], self.manager.allocator.num_free_blocks])
+            return plan
+
+    engine = LLMEngine(decoder(p["seed"]), num_blocks=p["blocks"], block_size=p["block_size"],
+                       max_num_seqs=p["seats"], allocator=BlockAllocator(p["blocks"]), scheduler_cls=Recorded)
+    prompts = split_prompts(case)
+    for i, (q, m) in enumerate(zip(prompts, case["max_tokens"])):
+        engine.add_request(q, SamplingParams(max_tokens=int(m), temperature=0), request_id=i)
+    outs, steps = {}, 0
+    while engine.has_unfinished() and steps < p.get("max_steps", 300):
+        for o in engine.step():
+            outs[o.request_id] = o.token_ids
+        steps += 1
+    flat = []            # per step: -1-separated prefill, decode, preempted ids, then the free blocks
+    for pre, dec, pem, free in plans:
+        flat += pre + [-1] + dec + [-1] + pem + [-1, free, -2]
+    return {"plans": np.array(flat, dtype=np.int64),
+            "tokens": np.array([t for i in range(len(prompts)) for t in outs.get(i, [])], dtype=np.int64),
+            "counts": np.array([len(outs.get(i, [])) for i in range(len(prompts))], dtype=np.int64)}
+
+
+def verdict_outputs(case, obs, ctx):
+    from autograder.assignments._a10_kv_cache.replay import check_outputs, parse_plans
+    plans = parse_plans(obs.get("plans", []))
+    if not any(len(dec) + len(pre) >= 2 for pre, dec, _, _ in plans):
+        return Verdict.fail("outputs equal to running each request alone are credited only to a scheduler that "
+                            "batches: no step ran more than one sequence")
+    return check_outputs(case, obs, greedy_alone)
+
+
+def verdict_policy(case, obs, ctx):
+    from autograder.assignments._a10_kv_cache.replay import parse_plans, replay_schedule
+    return replay_schedule(case, parse_plans(obs.get("plans", [])))
+
+
+def verdict_throughput(case, obs, ctx):
+    from autograder.assignments._a10_kv_cache.replay import check_outputs, parse_plans, reference_run
+    v = check_outputs(case, obs, greedy_alone)
+    if not v.passed:
+        return Verdict.fail(f"throughput is credited only to a scheduler whose outputs are right: {v.message}")
+    steps, ref = len(parse_plans(obs.get("plans", []))), reference_run(case, decoder)["steps"]
+    if steps > 1.1 * ref:
+        return Verdict.fail(f"your scheduler took {steps} steps for these requests, minigrad's {ref} (budget "
+                            f"{1.1 * ref:.0f}): admit while seats and blocks allow, decode every running sequence")
+    return Verdict.ok(f"{steps} steps (minigrad's {ref})")
+
+
+# ---- cases and the assignment ---------------------------------------------------------------------------
+def _c(label, **p):
+    return Case(p, label=label)
+
+
+def _req(seed, requests, blocks, block_size, seats, **extra):
+    return dict(seed=seed, requests=requests, blocks=blocks, block_size=block_size, seats=seats, **extra)
+
+
+# the library's caches, allocator and scheduler decisions, the engine's reference runs, and PyTorch
+FORBIDDEN = ["minigrad.inference.kv_cache", "minigrad.inference.KVCache", "minigrad.inference.LayerKVCache",
+             "minigrad.inference.block_allocator", "minigrad.inference.BlockAllocator",
+             "minigrad.inference.block_manager", "minigrad.inference.BlockManager", "minigrad.inference.generate",
+             "minigrad.inference.LLMEngine", "minigrad.inference.engine", "torch"]
+STUBS_CACHE = ["minigrad.inference.kv_cache.LayerKVCache", "minigrad.inference.kv_cache.KVCache",
+               "minigrad.inference.generate.generate"]
+STUBS_ALLOCATOR = ["minigrad.inference.block_allocator.BlockAllocator"]
+STUBS_SCHEDULER = ["minigrad.inference.scheduler.Scheduler.admit", "minigrad.inference.scheduler.Scheduler.make_room"]
+
+ASSIGNMENT = Assignment(
+    id="a10", name="a10_kv_cache", title="The KV cache, the block allocator and continuous batching",
+    notebook="a10_kv_cache.ipynb", solution="solutions/a10_kv_cache.ipynb",
+    preamble=("import numpy as np\nimport minigrad as mg\nfrom minigrad.nn import functional as F\n"
+              "from minigrad.errors import ArgumentError, OutOfMemoryError\n"
+              "from minigrad.inference import Scheduler, Status\n"),
+    timeout=60, memory_mb=2048, forbidden=FORBIDDEN,
+    summary="logits of a float64 decoder fed chunk by chunk through the student's KV cache vs recomputing the "
+            "whole prefix, greedy tokens equal; the allocator's calls on seeded random traces and inside "
+            "minigrad's engine replayed by the parent (no block handed out twice, reference counts, nothing "
+            "leaked, peak blocks <= minigrad's); the scheduler's per-step plans replayed against the policy "
+            "(admission while blocks allow, the newest preempted), outputs equal to each request alone, steps "
+            "<= 1.1x minigrad's",
+    parts=[
+        Part("part1", "The KV cache", cells=["a10-cache"], names=["LayerCache", "KVCache"], stubs=STUBS_CACHE,
+             objective="incremental decoding equals recomputing the prefix", tests=[
+                 Test("decoding equals recomputation", 10, observe_cache, verdict_cache, inputs_cache, partial=True,
+                      cases=[_c("N=1, prompt 5 then 6 single tokens", seed=1, N=1, chunks=[5, 1, 1, 1, 1, 1, 1]),
+                             _c("N=2, prompt 3 then 5 single tokens", seed=2, N=2, chunks=[3, 1, 1, 1, 1, 1])]),
+                 Test("chunks after cached tokens", 10, observe_cache, verdict_cache, inputs_cache, partial=True,
+                      cases=[_c("N=2, chunks 3, 4, 1, 5", seed=3, N=2, chunks=[3, 4, 1, 5]),
+                             _c("N=1, chunks 1, 6, 2", seed=4, N=1, chunks=[1, 6, 2])]),
+                 Test("greedy tokens equal recomputation", 10, observe_greedy, verdict_greedy, inputs_cache,
+                      cases=[_c("N=2, prompt 4, 10 new tokens", seed=5, N=2, prompt=4, new=10)]),
+             ]),
+        Part("part2", "The block allocator", cells=["a10-allocator"], names=["BlockAllocator"],
+             stubs=STUBS_ALLOCATOR, objective="free list and reference counts; copy-on-write", tests=[
+                 Test("random traces", 15, observe_trace, verdict_trace, partial=True,
+                      cases=[_c("8 blocks, 120 calls", seed=11, n=8, steps=120),
+                             _c("3 blocks, 80 calls", seed=12, n=3, steps=80),
+                             _c("32 blocks, 300 calls", seed=13, n=32, steps=300)]),
+                 Test("a full pool and bad frees raise", 5, observe_errors, verdict_errors,
+                      cases=[_c("4 blocks", seed=14, n=4)]),
+                 Test("in the engine", 15, observe_engine_allocator, verdict_engine_allocator, inputs_requests,
+                      partial=True,
+                      cases=[_c("shared prefixes, 16 blocks of 4", **_req(15, 6, 16, 4, 4, shared=True)),
+                             _c("10 blocks of 4, preemption", **_req(16, 6, 10, 4, 4))]),
+             ]),
+        Part("part3", "Continuous batching", cells=["a10-scheduler"], names=["ContinuousScheduler"],
+             stubs=STUBS_SCHEDULER, objective="admit while blocks allow; preempt the newest", tests=[
+                 Test("outputs equal running alone", 10, observe_scheduler, verdict_outputs, inputs_requests,
+                      partial=True,
+                      cases=[_c("8 requests, roomy pool", **_req(21, 8, 40, 4, 4)),
+                             _c("8 requests, 12 blocks: preemption", **_req(22, 8, 12, 4, 4))]),
+                 Test("the step log replays the policy", 20, observe_scheduler, verdict_policy, inputs_requests,
+                      partial=True,
+                      cases=[_c("8 requests, roomy pool", **_req(21, 8, 40, 4, 4)),
+                             _c("8 requests, 12 blocks: preemption", **_req(22, 8, 12, 4, 4)),
+                             _c("10 requests, 3 seats", **_req(23, 10, 30, 2, 3))]),
+                 Test("throughput", 5, observe_scheduler, verdict_throughput, inputs_requests,
+                      cases=[_c("12 requests, mixed lengths", **_req(24, 12, 24, 4, 6, max_new=20))]),
+             ]),
+    ],
+)
