@@ -90,17 +90,60 @@ def inputs_cache(p):
     return {"ids": rng.integers(0, VOCAB, (p["N"], T)).astype(np.int64)}
 
 
+class _CacheProbe:
+    """Grader-side, between the model and the student's cache: passes every call on, noting the positions
+    ``position_ids`` gave and which object ``layer(i)`` returned."""
+
+    def __init__(self, cache):
+        self._cache, self.positions, self.layers = cache, [], {}
+
+    def position_ids(self, L):
+        pos = self._cache.position_ids(L)
+        self.positions += np.asarray(pos.numpy() if hasattr(pos, "numpy") else pos).reshape(-1, L)[0].tolist()
+        return pos
+
+    def layer(self, i):
+        obj = self._cache.layer(i)
+        self.layers.setdefault(i, []).append(id(obj))
+        return obj
+
+
 def observe_cache(ns, case):
-    """Teacher forcing: the tokens fed chunk by chunk; every chunk's logits."""
+    """Teacher forcing: the tokens fed chunk by chunk; every chunk's logits, the positions the cache gave, and
+    per layer how many distinct objects layer(i) returned (and how many in all)."""
     import minigrad as mg
     p = case.params
     model, ids = decoder(p["seed"]), case["ids"]
-    cache, outs, start = ns.KVCache(len(model.blocks)), [], 0
+    probe, outs, start = _CacheProbe(ns.KVCache(len(model.blocks))), [], 0
     with mg.no_grad():
         for L in p["chunks"]:
-            outs.append(np.asarray(model(mg.tensor(ids[:, start:start + L]), kv_cache=cache).numpy(), np.float64))
+            outs.append(np.asarray(model(mg.tensor(ids[:, start:start + L]), kv_cache=probe).numpy(), np.float64))
             start += L
-    return {"logits": np.concatenate(outs, axis=1)}
+    layers = [len(set(v)) for _, v in sorted(probe.layers.items())]
+    return {"logits": np.concatenate(outs, axis=1), "positions": np.array(probe.positions, dtype=np.int64),
+            "layers": np.array(layers + [len({x for v in probe.layers.values() for x in v})], dtype=np.int64)}
+
+
+def _check_protocol(p, obs):
+    """Positions and per-layer caches: the two mistakes the logits alone would only hint at."""
+    pos, want = np.asarray(obs.get("positions", [])), np.arange(sum(p["chunks"]))
+    if pos.shape != want.shape or (pos != want).any():
+        start = 0
+        for L in p["chunks"]:
+            if pos.shape != want.shape or (pos[start:start + L] != want[start:start + L]).any():
+                return Verdict.fail(f"KVCache.position_ids({L}) after {start} cached tokens gave "
+                                    f"{pos[start:start + L].tolist()}, expected {want[start:start + L].tolist()}: the "
+                                    f"positions of new tokens continue after the cached ones")
+            start += L
+    layers = np.asarray(obs.get("layers", [])).tolist()
+    n = len(layers) - 1
+    if any(k != 1 for k in layers[:-1]):
+        return Verdict.fail("KVCache.layer(i) returned a different object from one forward to the next: each layer's "
+                            "cache must live as long as the KVCache")
+    if n > 0 and layers[-1] != n:
+        return Verdict.fail(f"KVCache.layer(i) returned {layers[-1]} object(s) for {n} layers: each layer keeps its "
+                            f"own keys and values (one LayerCache per layer)")
+    return Verdict.ok()
 
 
 def _chunk_of(chunks, t):
@@ -114,6 +157,9 @@ def _chunk_of(chunks, t):
 
 def verdict_cache(case, obs, ctx):
     p = case.params
+    v = _check_protocol(p, obs)
+    if not v.passed:
+        return v
     want = full_logits(p["seed"], case["ids"])
     got = obs.get("logits")
     if got is None or np.shape(got) != want.shape:
@@ -128,17 +174,14 @@ def verdict_cache(case, obs, ctx):
     where = f"KVCache (chunks {p['chunks']}): logits at position {t} differ from recomputing the whole prefix " \
             f"by {err:.3g}; position {t} is in the chunk of {L} tokens fed after {start} cached ones"
     if start == 0:
-        hint = "the first chunk is wrong too: does attend apply the causal mask (token i sees keys 0..i)?"
-    elif L > 1 and not bad[start + L - 1:].all() or (L > 1 and t > start):
-        hint = ("the chunk's first token is right but a later one is not: the causal mask of L new queries after "
-                "S - L cached keys is aligned to the bottom right (query i sees keys j <= S - L + i)")
+        hint = "the first chunk is wrong: does attend apply the causal mask (token i sees keys 0..i)?"
     elif L > 1:
-        hint = ("a chunk of several tokens after cached ones is wrong: the causal mask of L new queries after "
-                "S - L cached keys is aligned to the bottom right (query i sees keys j <= S - L + i)")
+        hint = ("a chunk of several new tokens after cached ones is wrong: new query i sits at position S - L + i, "
+                "so the causal mask is aligned to the bottom right (query i sees keys j <= S - L + i)")
     else:
-        hint = ("everything before the cached tokens is right, the first token after them is not: do position_ids "
-                "continue from the number of cached tokens, and does each layer keep its own keys and values "
-                "(layer(i) returns layer i's cache)?")
+        hint = ("the first chunk is right, a token decoded after it is not: does the new query see every cached "
+                "key (the mask of 1 query over S keys keeps all S), and are the keys and values appended along "
+                "the positions axis (N, H, S, D)?")
     return Verdict.fail(f"{where}: {hint}")
 
 
@@ -147,18 +190,23 @@ def observe_greedy(ns, case):
     import minigrad as mg
     p = case.params
     model, prompt = decoder(p["seed"]), case["ids"]
-    cache, out = ns.KVCache(len(model.blocks)), []
+    probe, out = _CacheProbe(ns.KVCache(len(model.blocks))), []
     with mg.no_grad():
-        logits = model(mg.tensor(prompt), kv_cache=cache).numpy()
+        logits = model(mg.tensor(prompt), kv_cache=probe).numpy()
         for _ in range(p["new"]):
             nxt = np.argmax(logits[:, -1], axis=-1).astype(np.int64)
             out.append(nxt)
-            logits = model(mg.tensor(nxt[:, None]), kv_cache=cache).numpy()
-    return {"tokens": np.stack(out, axis=1)}
+            logits = model(mg.tensor(nxt[:, None]), kv_cache=probe).numpy()
+    layers = [len(set(v)) for _, v in sorted(probe.layers.items())]
+    return {"tokens": np.stack(out, axis=1), "positions": np.array(probe.positions, dtype=np.int64),
+            "layers": np.array(layers + [len({x for v in probe.layers.values() for x in v})], dtype=np.int64)}
 
 
 def verdict_greedy(case, obs, ctx):
     p = case.params
+    v = _check_protocol({"chunks": [p["prompt"]] + [1] * (p["new"] + 1)}, obs)
+    if not v.passed:
+        return v
     want = np.array([greedy_alone(p["seed"], row, p["new"]) for row in case["ids"].tolist()], dtype=np.int64)
     got = np.asarray(obs.get("tokens", np.zeros((0,))))
     if got.shape != want.shape:
@@ -171,15 +219,16 @@ def verdict_greedy(case, obs, ctx):
 
 
 # ---- part 2: the block allocator ------------------------------------------------------------------------
-def allocator_trace(alloc, n, seed, steps):
+def allocator_trace(alloc, n, seed, steps, rows=None):
     """Drive an allocator of ``n`` blocks through ``steps`` seeded random calls, then free everything it holds.
 
     The driver holds references (a list of block ids, one entry per reference) and decides only from the seed
     and what the calls returned, so the parent reruns it on the recorded results. Rows:
     ``[op, arg, result, flag, ref_count(arg), ref_count(result), num_free_blocks]`` after each call (flag:
-    free returned True / copy_on_write copied)."""
+    free returned True / copy_on_write copied). ``rows``: a list the rows are appended to as they happen (what
+    was done before a call raised)."""
     rng = np.random.default_rng(seed)
-    held, rows = [], []
+    held, rows = [], [] if rows is None else rows
 
     def record(op, arg, res, flag):
         rows.append([op, arg, res, int(bool(flag)), int(alloc.ref_count(arg)) if arg >= 0 else -1,
@@ -209,19 +258,30 @@ def allocator_trace(alloc, n, seed, steps):
     return np.array(rows, dtype=np.int64).reshape(-1, 7)
 
 
+def text(s):
+    """A message as an array the parent can read back (observations are arrays only)."""
+    return np.frombuffer(str(s)[:600].encode(), dtype=np.uint8)
+
+
+def _traced(ns, n, seed, steps):
+    """The driver on a new student allocator: {"rows", "error"} (the error of the call that raised, if any)."""
+    rows, error = [], ""
+    try:
+        allocator_trace(ns.BlockAllocator(n), n, seed, steps, rows)
+    except Exception as e:                 # noqa: BLE001 - the parent names the call that raised
+        error = f"{type(e).__name__}: {e}"
+    return {"rows": np.array(rows, dtype=np.int64).reshape(-1, 7), "error": text(error)}
+
+
 def observe_trace(ns, case):
     p = case.params
-    return {"rows": allocator_trace(ns.BlockAllocator(p["n"]), p["n"], p["seed"], p["steps"])}
+    return _traced(ns, p["n"], p["seed"], p["steps"])
 
 
 def verdict_trace(case, obs, ctx):
-    from autograder.assignments._a10_kv_cache.replay import check_allocator_log, driven_by_trace
+    from autograder.assignments._a10_kv_cache.replay import check_trace
     p = case.params
-    rows = np.asarray(obs.get("rows", np.zeros((0, 7))), dtype=np.int64)
-    if not driven_by_trace(rows, p["n"], p["seed"], p["steps"]):
-        return Verdict.rejected("the allocator trace is not the one the grader's driver issues: the log was "
-                                "written or edited by hand")
-    return check_allocator_log(rows, p["n"], f"trace (seed {p['seed']}, {p['n']} blocks)")[0]
+    return check_trace(obs, p["n"], p["seed"], p["steps"], f"trace (seed {p['seed']}, {p['n']} blocks)")
 
 
 _RAISED = ("no error", "OutOfMemoryError", "ValueError", "another error")
@@ -242,20 +302,20 @@ def _raised(fn):
 
 def observe_errors(ns, case):
     p = case.params
-    rows = allocator_trace(ns.BlockAllocator(p["n"]), p["n"], p["seed"], 30)   # the behaviour the test presumes
+    trace = _traced(ns, p["n"], p["seed"], 30)                 # the behaviour the test presumes
     a = ns.BlockAllocator(p["n"])
     got = [int(a.allocate()) for _ in range(p["n"])]
     full = _raised(a.allocate)
     a.free(got[0])
     twice = _raised(lambda: a.free(got[0]))
     share_free = _raised(lambda: a.share(got[0]))
-    return {"rows": rows, "ids": np.array(got, dtype=np.int64), "raised": np.array([full, twice, share_free])}
+    return {**trace, "ids": np.array(got, dtype=np.int64), "raised": np.array([full, twice, share_free])}
 
 
 def verdict_errors(case, obs, ctx):
-    from autograder.assignments._a10_kv_cache.replay import check_allocator_log
+    from autograder.assignments._a10_kv_cache.replay import check_trace
     p = case.params
-    v, _ = check_allocator_log(np.asarray(obs.get("rows", np.zeros((0, 7))), dtype=np.int64), p["n"], "a short trace")
+    v = check_trace(obs, p["n"], p["seed"], 30, "a short trace")
     if not v.passed:
         return Verdict.fail(f"errors are credited only to an allocator that works: {v.message}")
     ids = np.asarray(obs.get("ids", []))
@@ -339,27 +399,44 @@ def split_prompts(case):
     return [q.tolist() for q in np.split(case["prompts"], bounds)]
 
 
+def serve(engine, case, max_steps):
+    """Run the requests through the engine, one step at a time, at most ``max_steps``: {"tokens", "counts",
+    "steps", "error"} (what was produced before a step raised, and the error)."""
+    from minigrad.inference import SamplingParams
+    prompts = split_prompts(case)
+    outs, steps, error = {}, 0, ""
+    try:
+        for i, (q, m) in enumerate(zip(prompts, case["max_tokens"])):
+            engine.add_request(q, SamplingParams(max_tokens=int(m), temperature=0), request_id=i)
+        while engine.has_unfinished() and steps < max_steps:
+            steps += 1
+            for o in engine.step():
+                outs[o.request_id] = o.token_ids
+    except Exception as e:                 # noqa: BLE001 - the parent reports it after what it can name
+        error = f"{type(e).__name__}: {e}"
+    return {"tokens": np.array([t for i in range(len(prompts)) for t in outs.get(i, [])], dtype=np.int64),
+            "counts": np.array([len(outs.get(i, [])) for i in range(len(prompts))], dtype=np.int64),
+            "steps": np.array(steps), "error": text(error)}
+
+
 def observe_engine_allocator(ns, case):
-    from minigrad.inference import LLMEngine, SamplingParams
+    from minigrad.inference import LLMEngine
     p = case.params
     rec = _Recorder(ns.BlockAllocator(p["blocks"]), p["blocks"])
     engine = LLMEngine(decoder(p["seed"]), num_blocks=p["blocks"], block_size=p["block_size"],
                        max_num_seqs=p["seats"], allocator=rec)
-    outs = engine.generate(split_prompts(case), [SamplingParams(max_tokens=int(m), temperature=0)
-                                                for m in case["max_tokens"]])
-    return {"rows": np.array(rec.rows, dtype=np.int64).reshape(-1, 7),
-            "tokens": np.array([t for o in outs for t in o.token_ids], dtype=np.int64),
-            "counts": np.array([len(o.token_ids) for o in outs], dtype=np.int64)}
+    out = serve(engine, case, 400)
+    return {**out, "rows": np.array(rec.rows, dtype=np.int64).reshape(-1, 7)}
 
 
 def verdict_engine_allocator(case, obs, ctx):
     from autograder.assignments._a10_kv_cache.replay import check_allocator_log, check_outputs, reference_run
     p = case.params
-    v = check_outputs(case, obs, greedy_alone)
+    rows = np.asarray(obs.get("rows", np.zeros((0, 7))), dtype=np.int64).reshape(-1, 7)
+    v, peak = check_allocator_log(rows, p["blocks"], "in the engine")
     if not v.passed:
         return v
-    rows = np.asarray(obs.get("rows", np.zeros((0, 7))), dtype=np.int64)
-    v, peak = check_allocator_log(rows, p["blocks"], "in the engine")
+    v = check_outputs(case, obs, greedy_alone)
     if not v.passed:
         return v
     ref = reference_run(case, decoder)
@@ -372,7 +449,7 @@ def verdict_engine_allocator(case, obs, ctx):
 
 # ---- part 3: the scheduler ------------------------------------------------------------------------------
 def observe_scheduler(ns, case):
-    from minigrad.inference import BlockAllocator, LLMEngine, SamplingParams
+    from minigrad.inference import BlockAllocator, LLMEngine
     p = case.params
     plans = []
 
@@ -387,20 +464,11 @@ def observe_scheduler(ns, case):
 
     engine = LLMEngine(decoder(p["seed"]), num_blocks=p["blocks"], block_size=p["block_size"],
                        max_num_seqs=p["seats"], allocator=BlockAllocator(p["blocks"]), scheduler_cls=Recorded)
-    prompts = split_prompts(case)
-    for i, (q, m) in enumerate(zip(prompts, case["max_tokens"])):
-        engine.add_request(q, SamplingParams(max_tokens=int(m), temperature=0), request_id=i)
-    outs, steps = {}, 0
-    while engine.has_unfinished() and steps < p.get("max_steps", 300):
-        for o in engine.step():
-            outs[o.request_id] = o.token_ids
-        steps += 1
+    out = serve(engine, case, p.get("max_steps", 300))
     flat = []            # per step: -1-separated prefill, decode, preempted ids, then the free blocks
     for pre, dec, pem, free in plans:
         flat += pre + [-1] + dec + [-1] + pem + [-1, free, -2]
-    return {"plans": np.array(flat, dtype=np.int64),
-            "tokens": np.array([t for i in range(len(prompts)) for t in outs.get(i, [])], dtype=np.int64),
-            "counts": np.array([len(outs.get(i, [])) for i in range(len(prompts))], dtype=np.int64)}
+    return {**out, "plans": np.array(flat, dtype=np.int64)}
 
 
 def verdict_outputs(case, obs, ctx):
@@ -413,8 +481,8 @@ def verdict_outputs(case, obs, ctx):
 
 
 def verdict_policy(case, obs, ctx):
-    from autograder.assignments._a10_kv_cache.replay import parse_plans, replay_schedule
-    return replay_schedule(case, parse_plans(obs.get("plans", [])))
+    from autograder.assignments._a10_kv_cache.replay import error_of, parse_plans, replay_schedule
+    return replay_schedule(case, parse_plans(obs.get("plans", [])), error_of(obs))
 
 
 def verdict_throughput(case, obs, ctx):
@@ -498,7 +566,7 @@ ASSIGNMENT = Assignment(
                              _c("8 requests, 12 blocks: preemption", **_req(22, 8, 12, 4, 4)),
                              _c("10 requests, 3 seats", **_req(23, 10, 30, 2, 3))]),
                  Test("throughput", 5, observe_scheduler, verdict_throughput, inputs_requests,
-                      cases=[_c("12 requests, mixed lengths", **_req(24, 12, 24, 4, 6, max_new=20))]),
+                      cases=[_c("12 requests, mixed lengths", **_req(26, 12, 60, 4, 4, max_new=40))]),
              ]),
     ],
 )

@@ -17,7 +17,7 @@ def _call(i, row):
     return f"call {i + 1} ({OPS[op]}({'' if arg < 0 else arg}))"
 
 
-def check_allocator_log(rows, n, what):
+def check_allocator_log(rows, n, what, end_empty=True):
     """(Verdict, peak blocks held) for a log of ``[op, arg, result, flag, ref(arg), ref(result), free]`` rows:
     each result against the parent's reference counts, the counts and free count the allocator reported after
     each call, and nothing held at the end."""
@@ -73,13 +73,17 @@ def check_allocator_log(rows, n, what):
             return fail(i, f"afterwards num_free_blocks is {free}, but {live} of {n} blocks are held ({n - live} "
                            f"free): {why}")
     live = [b for b in range(n) if refs[b]]
-    if live:
+    if live and end_empty:
         return Verdict.fail(f"{what}: after the last call blocks {live} are still held: leaked"), peak
     return Verdict.ok(), peak
 
 
 class _Mismatch(Exception):
     pass
+
+
+class _Exhausted(Exception):
+    """The recorded rows ended here: the driver's next call was ``args`` (the one that raised in the child)."""
 
 
 class _Replay:
@@ -89,7 +93,9 @@ class _Replay:
         self.rows, self.i, self.cur = rows.tolist(), 0, None
 
     def _next(self, op, arg):
-        if self.i >= len(self.rows) or self.rows[self.i][0] != op or self.rows[self.i][1] != arg:
+        if self.i >= len(self.rows):
+            raise _Exhausted(op, arg)
+        if self.rows[self.i][0] != op or self.rows[self.i][1] != arg:
             raise _Mismatch
         self.cur = self.rows[self.i]
         self.i += 1
@@ -116,18 +122,35 @@ class _Replay:
         return self.cur[6]
 
 
-def driven_by_trace(rows, n, seed, steps):
-    """Whether the driver, answered with the recorded results, issues exactly the recorded calls."""
+def check_trace(obs, n, seed, steps, what):
+    """A driven trace: the rows must be the calls the driver issues (else the log was forged: rejected), each
+    result right; when a call raised in the child, the call is named with the error."""
     from autograder.assignments.a10_kv_cache import allocator_trace
-    replay = _Replay(rows)
+    rows = np.asarray(obs.get("rows", np.zeros((0, 7))), dtype=np.int64).reshape(-1, 7)
+    error, pending = error_of(obs), None
     try:
-        again = allocator_trace(replay, n, seed, steps)
-    except (_Mismatch, IndexError, ValueError):
-        return False
-    return again.shape == rows.shape and bool((again == rows).all())
+        again = allocator_trace(_Replay(rows), n, seed, steps)
+        forged = again.shape != rows.shape or not (again == rows).all()
+    except _Exhausted as e:
+        forged, pending = bool(not error), e.args
+    except (_Mismatch, IndexError, ValueError, TypeError):
+        forged = True
+    if forged:
+        return Verdict.rejected(f"{what}: the allocator log is not the one the grader's driver issues: it was "
+                                f"written or edited by hand")
+    v, _ = check_allocator_log(rows, n, what, end_empty=pending is None)
+    if not v.passed or pending is None:
+        return v
+    op, arg = pending
+    return Verdict.fail(f"{what}, call {len(rows) + 1} ({OPS[op]}({'' if arg < 0 else arg})) raised {error}; every "
+                        f"call before it was right, and the grader passes only blocks it holds a reference to")
 
 
 # ---- requests through an engine -------------------------------------------------------------------------
+def error_of(obs):
+    return bytes(np.asarray(obs.get("error", []), dtype=np.uint8)).decode(errors="replace")
+
+
 _ALONE, _REFS = {}, {}
 
 
@@ -141,6 +164,12 @@ def check_outputs(case, obs, greedy_alone):
     counts = np.asarray(obs.get("counts", []), dtype=np.int64)
     tokens = np.asarray(obs.get("tokens", []), dtype=np.int64)
     prompts, seed = _prompts(case), case.params["seed"]
+    error, steps = error_of(obs), int(obs.get("steps", 0))
+    if error:
+        return Verdict.fail(f"the engine stopped at step {steps}: {error}")
+    if counts.shape == (len(prompts),) and (counts == 0).any():
+        return Verdict.fail(f"requests {np.flatnonzero(counts == 0).tolist()} had not finished after {steps} steps "
+                            f"(are finished requests' blocks freed, and waiting ones admitted when blocks free up?)")
     if counts.shape != (len(prompts),) or counts.sum() != tokens.size:
         return Verdict.fail(f"outputs of {counts.size} requests, expected {len(prompts)}")
     got = np.split(tokens, np.cumsum(counts)[:-1])
@@ -224,7 +253,7 @@ def _admission(t, got, expected, waiting, running, held, length, n, seats, bs):
             f"{length[h]} tokens and only {left} were free: ask manager.can_allocate first")
 
 
-def replay_schedule(case, plans, max_prefill_tokens=2048):
+def replay_schedule(case, plans, error="", max_prefill_tokens=2048):
     """The first step whose plan differs from the policy, from the state the plans so far lead to."""
     p = case.params
     n, bs, seats = p["blocks"], p["block_size"], p["seats"]
@@ -291,6 +320,8 @@ def replay_schedule(case, plans, max_prefill_tokens=2048):
             if out[s] >= maxt[s]:
                 running.remove(s)
                 held[s] = 0
+    if error:
+        return Verdict.fail(f"every plan up to step {len(plans) - 1} follows the policy, then the engine stopped: {error}")
     if waiting or running:
         return Verdict.fail(f"after {len(plans)} steps requests {sorted(waiting + running)} had not finished")
     return Verdict.ok(f"{len(plans)} steps")
