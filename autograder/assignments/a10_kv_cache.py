@@ -204,7 +204,7 @@ def observe_greedy(ns, case):
 
 def verdict_greedy(case, obs, ctx):
     p = case.params
-    v = _check_protocol({"chunks": [p["prompt"]] + [1] * (p["new"] + 1)}, obs)
+    v = _check_protocol({"chunks": [p["prompt"]] + [1] * p["new"]}, obs)
     if not v.passed:
         return v
     want = np.array([greedy_alone(p["seed"], row, p["new"]) for row in case["ids"].tolist()], dtype=np.int64)
