@@ -551,7 +551,7 @@ ASSIGNMENT = Assignment(
                       cases=[_c("4 blocks", seed=14, n=4)]),
                  Test("in the engine", 15, observe_engine_allocator, verdict_engine_allocator, inputs_requests,
                       partial=True,
-                      cases=[_c("shared prefixes, 16 blocks of 4", **_req(15, 6, 16, 4, 4, shared=True)),
+                      cases=[_c("shared prefixes, 12 blocks of 4", **_req(17, 8, 12, 4, 4, shared=True)),
                              _c("10 blocks of 4, preemption", **_req(16, 6, 10, 4, 4))]),
              ]),
         Part("part3", "Continuous batching", cells=["a10-scheduler"], names=["ContinuousScheduler"],

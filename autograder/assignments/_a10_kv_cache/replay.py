@@ -57,9 +57,8 @@ def check_allocator_log(rows, n, what, end_empty=True):
                                    f"{bool(flag)}): writing into it would change the others' keys and values; the "
                                    f"writer gets a new block: (new, True)")
                 if not 0 <= res < n or refs[res]:
-                    return fail(i, f"copy_on_write({arg}) gave the writer block {res}, which is "
-                                   f"{'outside the pool' if not 0 <= res < n else 'still held'}: a block handed out "
-                                   f"twice")
+                    return fail(i, f"copy_on_write({arg}) gave the writer block {res}, which is " + (
+                        f"outside the pool (ids 0..{n - 1})" if not 0 <= res < n else "still held: a block handed out twice"))
                 refs[arg] -= 1
                 refs[res] = 1
         for b, got in ((arg, rarg), (res, rres)):
