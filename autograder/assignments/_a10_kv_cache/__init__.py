@@ -1,3 +1,7 @@
-"""Parent-only helpers of the a10_kv_cache spec: the allocator logs and the scheduler's plans replayed against
-reference counts and the policy the parent reconstructs (``replay``), and minigrad's own engine run on the
-same requests. The verdicts import it; no observe function does."""
+"""Helpers of the a10_kv_cache spec.
+
+    world.py    what child and parent both build: the seeded decoder, the request mixes, the driver of random
+                allocator traces, and the grader's proxies (a cache probe, an allocator recorder)
+    replay.py   parent only: allocator logs and the scheduler's plans replayed against reference counts and the
+                policy, and minigrad's own engine run on the same requests (the verdicts import it)
+"""

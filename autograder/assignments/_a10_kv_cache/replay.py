@@ -124,7 +124,7 @@ class _Replay:
 def check_trace(obs, n, seed, steps, what):
     """A driven trace: the rows must be the calls the driver issues (else the log was forged: rejected), each
     result right; when a call raised in the child, the call is named with the error."""
-    from autograder.assignments.a10_kv_cache import allocator_trace
+    from autograder.assignments._a10_kv_cache.world import allocator_trace
     rows = np.asarray(obs.get("rows", np.zeros((0, 7))), dtype=np.int64).reshape(-1, 7)
     error, pending = error_of(obs), None
     try:
@@ -190,7 +190,7 @@ def check_outputs(case, obs, greedy_alone):
 def reference_run(case, decoder):
     """minigrad's allocator and scheduler on the same requests: {"steps", "peak"} (peak over every call)."""
     from minigrad.inference import BlockAllocator, LLMEngine, SamplingParams
-    from autograder.assignments.a10_kv_cache import _Recorder
+    from autograder.assignments._a10_kv_cache.world import _Recorder
     p = case.params
     key = tuple(sorted((k, v) for k, v in p.items() if not isinstance(v, list)))
     if key not in _REFS:
