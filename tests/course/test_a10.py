@@ -11,7 +11,8 @@ import pytest
 from autograder.generate import render, student_notebook
 from autograder.grader import GradeOptions, grade_notebook
 from autograder.spec import ROOT, load_assignment
-from course_support import check_planted, forbidden_hits, grade_planted, result_of, scores, solution_with as _solution_with
+from course_support import (check_planted, execute_notebook, forbidden_hits, grade_planted, result_of, scores,
+                            solution_with as _solution_with)
 
 SOLUTION = ROOT / "solutions" / "a10_kv_cache.ipynb"
 STUDENT = ROOT / "assignments" / "a10_kv_cache.ipynb"
@@ -144,13 +145,7 @@ def test_broken_or_copied_parts_cost_only_themselves(a10, tmp_path):
 
 @pytest.mark.notebook
 def test_solution_notebook_executes_and_self_checks_pass():
-    from nbclient import NotebookClient
-    nb = nbformat.read(SOLUTION, as_version=4)
-    nb.cells.insert(0, nbformat.v4.new_code_cell(f"import sys; sys.path.insert(0, {str(ROOT)!r})"))
-    NotebookClient(nb, timeout=120, kernel_name="python3",
-                   resources={"metadata": {"path": str(SOLUTION.parent)}}).execute()
-    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
-    assert not [o for o in outputs if o.output_type == "error"]
-    text = "".join(o.get("text", "") for o in outputs)
+    outs, text = execute_notebook(SOLUTION)
+    assert not [o for o in outs if o.output_type == "error"]
     for part, pts in (("part1", 30), ("part2", 35), ("part3", 35)):
         assert f"a10 {part}: {pts}/{pts} points on the public tests" in text
