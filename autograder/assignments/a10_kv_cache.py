@@ -360,7 +360,7 @@ ASSIGNMENT = Assignment(
                  Test("in the engine", 15, observe_engine_allocator, verdict_engine_allocator, inputs_requests,
                       partial=True,
                       cases=[_c("shared prefixes, 12 blocks of 4", **_req(17, 8, 12, 4, 4, shared=True)),
-                             _c("10 blocks of 4, preemption", **_req(16, 6, 10, 4, 4))]),
+                             _c("shared prefixes, 9 blocks of 4: preemption", **_req(18, 7, 9, 4, 4, shared=True))]),
              ]),
         Part("part3", "Continuous batching", cells=["a10-scheduler"], names=["ContinuousScheduler"],
              stubs=STUBS_SCHEDULER, objective="admit while blocks allow; preempt the newest", tests=[

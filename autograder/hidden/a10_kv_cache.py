@@ -19,7 +19,7 @@ CASES = {
     "part2/random traces": [_c("", seed=111, n=5, steps=200), _c("", seed=112, n=1, steps=40),
                             _c("", seed=113, n=16, steps=400)],
     "part2/a full pool and bad frees raise": [_c("", seed=114, n=7)],
-    "part2/in the engine": [_c("", **_req(115, 7, 14, 2, 3, shared=True)), _c("", **_req(116, 8, 9, 3, 4))],
+    "part2/in the engine": [_c("", **_req(115, 7, 14, 2, 3, shared=True)), _c("", **_req(116, 8, 9, 3, 4, shared=True))],
     "part3/outputs equal running alone": [_c("", **_req(121, 9, 10, 2, 5))],
     "part3/the step log replays the policy": [_c("", **_req(121, 9, 10, 2, 5)), _c("", **_req(122, 6, 20, 8, 2))],
     "part3/throughput": [_c("", **_req(25, 12, 60, 4, 4, max_new=40))],
