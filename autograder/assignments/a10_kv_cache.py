@@ -244,7 +244,7 @@ def verdict_engine_allocator(case, obs, ctx):
     v, peak = check_allocator_log(rows, p["blocks"], "in the engine")
     if not v.passed:
         return v
-    v = check_outputs(case, obs, greedy_alone)
+    v = check_outputs(case, obs)
     if not v.passed:
         return v
     ref = reference_run(case, decoder)
@@ -285,7 +285,7 @@ def verdict_outputs(case, obs, ctx):
     if not any(len(dec) + len(pre) >= 2 for pre, dec, _, _ in plans):
         return Verdict.fail("outputs equal to running each request alone are credited only to a scheduler that "
                             "batches: no step ran more than one sequence")
-    return check_outputs(case, obs, greedy_alone)
+    return check_outputs(case, obs)
 
 
 def verdict_policy(case, obs, ctx):
@@ -295,7 +295,7 @@ def verdict_policy(case, obs, ctx):
 
 def verdict_throughput(case, obs, ctx):
     from autograder.assignments._a10_kv_cache.replay import check_outputs, parse_plans, reference_run
-    v = check_outputs(case, obs, greedy_alone)
+    v = check_outputs(case, obs)
     if not v.passed:
         return Verdict.fail(f"throughput is credited only to a scheduler whose outputs are right: {v.message}")
     steps, ref = len(parse_plans(obs.get("plans", []))), reference_run(case, decoder)["steps"]
