@@ -51,6 +51,7 @@ def test_spec_parts_cells_hidden_cases_stubs_and_forbidden_uses(a10):
                 "a = mg.inference.block_allocator.BlockAllocator(4)"):
         assert forbidden(src), src
     for src in ("class ContinuousScheduler(Scheduler):\n    pass", "seq.status = Status.RUNNING",
+                "class BlockAllocator:\n    pass\n\na = BlockAllocator()",
                 "self.manager.allocate(seq.seq_id, seq.tokens)", "mg.cat([a, b], dim=2)",
                 "F.scaled_dot_product_attention(q, k, v, attn_mask=m)", "raise OutOfMemoryError('full')"):
         assert not forbidden(src), src
