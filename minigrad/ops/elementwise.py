@@ -12,15 +12,15 @@ from ..autograd.function import Function
 from ..backend import dtypes
 from ..errors import ArgumentError, DTypeError
 from ..tensor_base import TensorBase as Tensor  # every Tensor is one (tensor.py imports ops)
-from ._args import NUMBER, PY_NUMBERS, as_tensor_like, operand, wrap
+from ._args import NUMBER, PY_NUMBERS, as_tensor_like, operand, quiet, wrap
 
 
 def _default_float(out, *inputs):
     """``out`` in the default float dtype when NumPy made it float64 although no input tensor was float64.
 
-    Callers test ``out.data.dtype.char == "d"`` inline before calling: this runs after every arithmetic
+    Callers test ``out.array.dtype.char == "d"`` inline before calling: this runs after every arithmetic
     op, the hottest path of the framework, and the test costs less than a call."""
-    if any(isinstance(x, Tensor) and x.data.dtype.char == "d" for x in inputs):
+    if any(isinstance(x, Tensor) and x.array.dtype.char == "d" for x in inputs):
         return out
     return cast(out, dtypes.default_float)
 
@@ -29,7 +29,7 @@ def _reflected(Op):
     """``other <op> a`` for a tensor ``a`` and a non-tensor ``other`` (``2 - t`` is ``rsub(t, 2)``)."""
     def fn(a, other):
         out = Op.apply(operand(other, a), a)
-        return out if out.data.dtype.char != "d" else _default_float(out, a, other)
+        return out if out.array.dtype.char != "d" else _default_float(out, a, other)
     fn.__name__ = fn.__qualname__ = "r" + Op.name
     fn.__doc__ = f"other {Op.name} a, for a tensor ``a``."
     return fn
@@ -53,7 +53,7 @@ def add(a, b, alpha=1):
     if not isinstance(a, Tensor):
         a, b = b, a
     out = Add.apply(a, b if isinstance(b, Tensor) or type(b) in PY_NUMBERS else operand(b, a))
-    return out if out.data.dtype.char != "d" else _default_float(out, a, b)
+    return out if out.array.dtype.char != "d" else _default_float(out, a, b)
 
 
 class Sub(Function):
@@ -73,7 +73,7 @@ def sub(a, b, alpha=1):
     if not isinstance(a, Tensor):
         return rsub(b, a)
     out = Sub.apply(a, operand(b, a))
-    return out if out.data.dtype.char != "d" else _default_float(out, a, b)
+    return out if out.array.dtype.char != "d" else _default_float(out, a, b)
 
 
 rsub = _reflected(Sub)
@@ -96,7 +96,7 @@ def mul(a, b):
     if not isinstance(a, Tensor):
         a, b = b, a
     out = Mul.apply(a, b if isinstance(b, Tensor) or type(b) in PY_NUMBERS else operand(b, a))
-    return out if out.data.dtype.char != "d" else _default_float(out, a, b)
+    return out if out.array.dtype.char != "d" else _default_float(out, a, b)
 
 
 def square(a):
@@ -112,8 +112,9 @@ class Div(Function):
     @staticmethod
     def backward(ctx, grad):
         a, b = ctx.saved_tensors
-        ga = grad / b if ctx.needs_input_grad[0] else None
-        gb = -grad * a / (b * b) if ctx.needs_input_grad[1] else None
+        with quiet():    # b = 0 gives inf gradients silently, as in PyTorch (forward already warned)
+            ga = grad / b if ctx.needs_input_grad[0] else None
+            gb = -grad * a / (b * b) if ctx.needs_input_grad[1] else None
         return ga, gb
 
 
@@ -121,7 +122,7 @@ def div(a, b):
     if not isinstance(a, Tensor):
         return rdiv(b, a)
     out = Div.apply(a, operand(b, a))
-    return out if out.data.dtype.char != "d" else _default_float(out, a, b)
+    return out if out.array.dtype.char != "d" else _default_float(out, a, b)
 
 
 true_divide = divide = div
@@ -152,12 +153,21 @@ class Pow(Function):
 
     @staticmethod
     def forward(ctx, a, b):
-        out = a ** b
+        if type(b) in PY_NUMBERS and b >= 0 and float(b).is_integer():
+            out = a ** b
+        else:
+            with quiet():   # 0 ** -1 = inf, (-1) ** 0.5 = nan: silent, as in PyTorch
+                out = a ** b
         ctx.save_for_backward(a, b, out)
         return out
 
     @staticmethod
     def backward(ctx, grad):
+        with quiet():       # the gradient at a = 0 of a ** 0.5 (norm, std at 0) is inf
+            return Pow._backward(ctx, grad)
+
+    @staticmethod
+    def _backward(ctx, grad):
         a, b, out = ctx.saved_tensors
         xp = ctx.xp
         ga = gb = None
@@ -179,7 +189,7 @@ def pow(a, exponent):
     if not isinstance(a, Tensor):
         return rpow(exponent, a)
     out = Pow.apply(a, operand(exponent, a))
-    return out if out.data.dtype.char != "d" else _default_float(out, a, exponent)
+    return out if out.array.dtype.char != "d" else _default_float(out, a, exponent)
 
 
 rpow = _reflected(Pow)
@@ -190,7 +200,7 @@ def _unary(Op):
     """The public function of a one-input op: ``exp = _unary(Exp)`` (an int tensor gives float32)."""
     def fn(a):
         out = Op.apply(a)
-        return out if out.data.dtype.char != "d" else _default_float(out, a)
+        return out if out.array.dtype.char != "d" else _default_float(out, a)
     fn.__name__ = fn.__qualname__ = Op.name
     fn.__doc__ = f"Elementwise {Op.name} (differentiable)."
     return fn
@@ -216,12 +226,14 @@ class Log(Function):
     @staticmethod
     def forward(ctx, a):
         ctx.save_for_backward(a)
-        return ctx.xp.log(a)
+        with quiet():       # log(0) = -inf (masks: log(tril(ones))), log(-1) = nan: silent, as in PyTorch
+            return ctx.xp.log(a)
 
     @staticmethod
     def backward(ctx, grad):
         a, = ctx.saved_tensors
-        return grad / a
+        with quiet():
+            return grad / a
 
 
 log = _unary(Log)
@@ -237,14 +249,16 @@ class Sqrt(Function):
     @staticmethod
     def backward(ctx, grad):
         out, = ctx.saved_tensors
-        return grad / (2 * out)
+        with quiet():       # sqrt's slope at 0 is inf: silent, as in PyTorch
+            return grad / (2 * out)
 
 
 sqrt = _unary(Sqrt)
 
 
 def rsqrt(a):
-    return div(1.0, sqrt(a))
+    """1 / sqrt(a), as a ** -0.5: one op, and rsqrt(0) = inf silently, as in PyTorch."""
+    return pow(a, -0.5)
 
 
 class Abs(Function):
@@ -385,12 +399,12 @@ def where(condition, a, b):
     if ref is None:
         raise ArgumentError("where: at least one argument must be a Tensor")
     cond = condition if isinstance(condition, Tensor) else as_tensor_like(condition, ref)
-    if cond.data.dtype.kind != "b":
+    if cond.array.dtype.kind != "b":
         raise DTypeError(f"where: condition must be a bool tensor, got {cond.dtype}")
     a = operand(a, ref)
     b = operand(b, ref)
     if not isinstance(a, Tensor) and not isinstance(b, Tensor):
-        return wrap(cond.device.xp.where(cond.data, a, b), cond.device)
+        return wrap(cond.device.xp.where(cond.array, a, b), cond.device)
     return Where.apply(cond, a, b)
 
 
@@ -412,7 +426,7 @@ class Cast(Function):
 def cast(a, dtype):
     """``a`` in ``dtype`` (any dtype spec); ``a`` itself when it already has it."""
     dt = dtypes.to_dtype(dtype)
-    if dt.np_dtype == a.data.dtype:
+    if dt.np_dtype == a.array.dtype:
         return a
     return Cast.apply(a, dtype=dt.np_dtype)
 

@@ -37,7 +37,7 @@ class Reshape(Function):
 
 def reshape(a, *shape):
     shape = _shape_arg(shape)
-    size = a.data.size
+    size = a.array.size
     known = math.prod(s for s in shape if s != -1)
     if shape.count(-1) > 1 or (shape.count(-1) == 0 and known != size) or \
             (shape.count(-1) == 1 and (known == 0 or size % known)):
@@ -60,7 +60,7 @@ def _view_as_dtype(a, dtype):
     """The same bytes read as ``dtype`` (PyTorch's ``view(dtype)``): same element size, same shape; else the
     last dim (contiguous) scales by the size ratio. Shares storage and version counter; no gradient."""
     dt = dtypes.to_dtype(dtype)
-    src, new = a.data.dtype, dt.np_dtype
+    src, new = a.array.dtype, dt.np_dtype
     if new == src:
         return a
     if a.requires_grad and grad_mode.is_grad_enabled():
@@ -71,14 +71,14 @@ def _view_as_dtype(a, dtype):
         if a.ndim == 0:
             raise ShapeError(f"view: can't view {where}: a 0-d tensor keeps its element size "
                              f"({src.itemsize} bytes, {dt.name} has {new.itemsize})")
-        if a.shape[-1] != 1 and a.data.strides[-1] != src.itemsize:
+        if a.shape[-1] != 1 and a.array.strides[-1] != src.itemsize:
             raise ShapeError(f"view: can't view {where}: the last dim must be contiguous (stride 1, got "
-                             f"{a.data.strides[-1] // src.itemsize}); call contiguous() first")
+                             f"{a.array.strides[-1] // src.itemsize}); call contiguous() first")
         if a.shape[-1] * src.itemsize % new.itemsize:
             raise ShapeError(f"view: can't view {where}: the last dim's {a.shape[-1] * src.itemsize} bytes "
                              f"are not a multiple of {dt.name}'s {new.itemsize}")
     try:
-        arr = a.data.view(new)
+        arr = a.array.view(new)
     except ValueError as e:  # NumPy's remaining rules (e.g. the last dim's offset alignment)
         raise ShapeError(f"view: can't view a tensor of shape {tuple(a.shape)} ({src}) as {dt.name}: {e}") \
             from None
@@ -357,6 +357,40 @@ def repeat(a, *sizes):
     return Repeat.apply(a, reps=sizes)
 
 
+class Roll(Function):
+    """Shift elements along dims, wrapping around; the gradient rolls back by the opposite shifts."""
+
+    @staticmethod
+    def forward(ctx, a, *, shifts, dims):
+        ctx.shifts, ctx.dims = shifts, dims
+        if dims is None:                       # roll the flattened tensor, keep the shape
+            return ctx.xp.roll(a.reshape(-1), shifts).reshape(a.shape)
+        return ctx.xp.roll(a, shifts, axis=dims)
+
+    @staticmethod
+    def backward(ctx, grad):
+        back = tuple(-s for s in ctx.shifts) if isinstance(ctx.shifts, tuple) else -ctx.shifts
+        if ctx.dims is None:
+            return ctx.xp.roll(grad.reshape(-1), back).reshape(grad.shape)
+        return ctx.xp.roll(grad, back, axis=ctx.dims)
+
+
+def roll(a, shifts, dims=None):
+    """``roll(a, 1, 0)``; several dims at once with tuples of equal length; ``dims=None`` rolls the
+    flattened tensor."""
+    many = isinstance(shifts, (tuple, list))
+    if dims is None:
+        if many and len(shifts) != 1:
+            raise ArgumentError(f"roll: without dims, shifts must be one int, got {tuple(shifts)}")
+        return Roll.apply(a, shifts=int(shifts[0] if many else shifts), dims=None)
+    dims_t = tuple(dims) if isinstance(dims, (tuple, list)) else (dims,)
+    shifts_t = tuple(int(s) for s in shifts) if many else (int(shifts),)
+    if len(shifts_t) != len(dims_t):
+        raise ArgumentError(f"roll: shifts and dims must have the same length, got shifts={shifts_t} and "
+                            f"dims={dims_t}")
+    return Roll.apply(a, shifts=shifts_t, dims=tuple(norm_dim(d, a.ndim, "roll") for d in dims_t))
+
+
 class Tril(Function):
     """The lower (``upper=False``) or upper triangle from ``diagonal`` on; the rest is zero."""
 
@@ -421,9 +455,9 @@ class ShapeMethods:
 
     def contiguous(self):
         """C-order (row-major) memory: ``self`` if it is already, else a differentiable copy."""
-        return self if self.data.flags.c_contiguous else clone(self)
+        return self if self.array.flags.c_contiguous else clone(self)
 
     def stride(self, dim=None):
-        """Strides in elements (PyTorch's convention; NumPy's ``.data.strides`` are in bytes)."""
-        strides = tuple(s // self.data.itemsize for s in self.data.strides)
+        """Strides in elements (PyTorch's convention; NumPy's ``.array.strides`` are in bytes)."""
+        strides = tuple(s // self.array.itemsize for s in self.array.strides)
         return strides if dim is None else strides[norm_dim(dim, self.ndim, "stride")]

@@ -11,7 +11,7 @@ import math
 
 from ..errors import ArgumentError
 from ..tensor import Tensor
-from .optimizer import Optimizer, axpy_, state_tensor
+from .optimizer import Optimizer, state_tensor
 
 
 def adam_update(xp, p, g, m, v, v_max, step, lr, beta1, beta2, eps, weight_decay, decoupled, maximize):
@@ -24,11 +24,14 @@ def adam_update(xp, p, g, m, v, v_max, step, lr, beta1, beta2, eps, weight_decay
             p *= 1 - lr * weight_decay
         else:
             g = p * weight_decay + g
+    # one full-size temporary serves every product (axpy_ would make a second one for a * x)
+    tmp = xp.multiply(g, 1 - beta1)
     m *= beta1
-    axpy_(xp, 1 - beta1, g, m)
-    tmp = xp.multiply(g, g)                         # the one full-size temporary
+    m += tmp
+    xp.multiply(g, g, out=tmp)
+    tmp *= 1 - beta2
     v *= beta2
-    axpy_(xp, 1 - beta2, tmp, v)
+    v += tmp
     if v_max is not None:
         xp.maximum(v_max, v, out=v_max)
         v = v_max
@@ -38,7 +41,8 @@ def adam_update(xp, p, g, m, v, v_max, step, lr, beta1, beta2, eps, weight_decay
     tmp /= bias_correction2_sqrt
     tmp += eps
     xp.divide(m, tmp, out=tmp)
-    axpy_(xp, -lr / bias_correction1, tmp, p)
+    tmp *= -lr / bias_correction1
+    p += tmp
 
 
 def adam_update_fused(xp, p, g, m, v, v_max, step, lr, beta1, beta2, eps, weight_decay, decoupled, maximize):
@@ -96,8 +100,8 @@ class Adam(Optimizer):
                 v_max = state.get("max_exp_avg_sq") if amsgrad else None
                 if amsgrad and v_max is None:
                     v_max = state["max_exp_avg_sq"] = state_tensor(p)
-                self._kernel(p.device)(p.device.xp, p.data, p.grad.data, state["exp_avg"].data,
-                                       state["exp_avg_sq"].data, None if v_max is None else v_max.data,
+                self._kernel(p.device)(p.device.xp, p.array, p.grad.array, state["exp_avg"].array,
+                                       state["exp_avg_sq"].array, None if v_max is None else v_max.array,
                                        state["step"], lr, beta1, beta2, eps, wd, decoupled, maximize)
                 p._version_counter.bump()
         return loss

@@ -1,4 +1,5 @@
-"""Losses: cross_entropy (fused, stable log-softmax + NLL), nll_loss, mse_loss, binary_cross_entropy_with_logits.
+"""Losses: cross_entropy (fused, stable log-softmax + NLL), nll_loss, mse_loss, l1_loss, smooth_l1_loss,
+huber_loss, binary_cross_entropy, binary_cross_entropy_with_logits.
 
 Semantics follow PyTorch. For class-index targets with per-class ``weight`` w, ``ignore_index`` and label
 smoothing eps over C classes, with logp = log_softmax(x, dim=1) and only non-ignored positions i:
@@ -13,6 +14,7 @@ import numpy as np  # shape arithmetic only
 
 from ...autograd.function import Function
 from ...errors import ArgumentError, DTypeError, OpIndexError, ShapeError
+from .._args import quiet
 from ._util import check_dtype_like, check_reduction, check_tensors, save, saved
 from .activation import stable_sigmoid
 
@@ -36,6 +38,14 @@ def _reduce(xp, loss, reduction, denom=None):
     return xp.asarray(total / n, dtype=loss.dtype), 1.0 / n
 
 
+def _weighted_reduce(ctx, xp, raw, weight, reduction):
+    """The elementwise loss times ``weight`` (if any), reduced; records what backward needs to scale by."""
+    loss = raw if weight is None else raw * weight
+    out, ctx.factor = _reduce(xp, loss, reduction)
+    ctx.reduction, ctx.loss_shape = reduction, loss.shape
+    return out
+
+
 def _grad_scale(grad, reduction, factor):
     """The per-element factor of d(result)/d(loss_i): grad itself for 'none', grad * factor otherwise."""
     return grad if reduction == "none" else (grad * factor).astype(grad.dtype, copy=False)
@@ -55,7 +65,7 @@ def _check_class_targets(op, x, target, weight, ignore_index):
     """(N, C, d...) inputs (or an unbatched (C,)) with (N, d...) integer class targets in range."""
     if x.ndim == 0:
         raise ShapeError(f"{op}: input must have a class dimension, got a 0-d input")
-    t = target.data
+    t = target.array
     if t.dtype.kind not in "iu":
         raise DTypeError(f"{op}: expected integer class indices as target (int64), got {t.dtype} of "
                          f"shape {tuple(t.shape)}" + (
@@ -182,7 +192,7 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
             or not 0.0 <= label_smoothing <= 1.0:
         raise ArgumentError(f"cross_entropy: label_smoothing must be between 0.0 and 1.0, got "
                             f"{label_smoothing!r}")
-    if _probability_targets(input.data, target.data):
+    if _probability_targets(input.array, target.array):
         if input.ndim == 0:
             raise ShapeError("cross_entropy: input must have a class dimension, got a 0-d input")
         _check_weight("cross_entropy", weight, input.shape[1] if input.ndim > 1 else input.shape[0], input)
@@ -246,25 +256,131 @@ class MseLoss(Function):
         return g, (-g if ctx.needs_input_grad[1] else None)
 
 
-def _check_mse_loss(a, b):
+def _check_pointwise_loss(op, a, b):
+    """mse/l1/smooth_l1/huber: shapes that broadcast (a warning when they differ), one dtype."""
     try:
         shape = np.broadcast_shapes(a.shape, b.shape)
     except ValueError:
-        raise ShapeError(f"mse_loss: input shape {tuple(a.shape)} and target shape {tuple(b.shape)} cannot be "
+        raise ShapeError(f"{op}: input shape {tuple(a.shape)} and target shape {tuple(b.shape)} cannot be "
                          f"broadcast together") from None
     if tuple(a.shape) != tuple(b.shape):
-        warnings.warn(f"mse_loss: using a target size {tuple(b.shape)} that is different to the input size "
+        warnings.warn(f"{op}: using a target size {tuple(b.shape)} that is different to the input size "
                       f"{tuple(a.shape)}; they will be broadcast to {tuple(shape)}, which is likely not "
                       f"what you want", UserWarning, stacklevel=3)
-    if a.data.dtype != b.data.dtype:
-        raise DTypeError(f"mse_loss: input dtype {a.data.dtype} differs from target dtype {b.data.dtype}")
+    if a.array.dtype != b.array.dtype:
+        raise DTypeError(f"{op}: input dtype {a.array.dtype} differs from target dtype {b.array.dtype}")
 
 
 def mse_loss(input, target, reduction="mean"):
     check_tensors("mse_loss", input=input, target=target)
     check_reduction("mse_loss", reduction)
-    _check_mse_loss(input, target)
+    _check_pointwise_loss("mse_loss", input, target)
     return MseLoss.apply(input, target, reduction=reduction)
+
+
+def l1_loss(input, target, reduction="mean"):
+    """mean (or sum, or none) of |input - target|; composed: the gradient of abs at 0 is 0, as PyTorch's."""
+    check_tensors("l1_loss", input=input, target=target)
+    check_reduction("l1_loss", reduction)
+    _check_pointwise_loss("l1_loss", input, target)
+    d = (input - target).abs()
+    return d if reduction == "none" else d.sum() if reduction == "sum" else d.mean()
+
+
+class SmoothL1Loss(Function):
+    """With d = x - t: 0.5 d^2 / beta where |d| < beta, |d| - 0.5 beta elsewhere (times ``scale``: the Huber
+    loss with delta = beta is smooth_l1 * beta). beta = 0 is the L1 loss."""
+    name = "smooth_l1_loss"
+
+    @staticmethod
+    def forward(ctx, a, b, *, reduction, beta, scale):
+        xp = ctx.xp
+        d = a - b
+        ad = xp.abs(d)
+        small = ad < beta
+        loss = xp.where(small, (0.5 / beta if beta else 0.0) * d * d, ad - 0.5 * beta)
+        if scale != 1.0:
+            loss *= scale
+        out, ctx.factor = _reduce(xp, loss, reduction)
+        ctx.reduction, ctx.beta, ctx.scale = reduction, beta, scale
+        ctx.save_for_backward(d, small)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        xp = ctx.xp
+        d, small = ctx.saved_tensors
+        slope = xp.where(small, d * (1.0 / ctx.beta if ctx.beta else 0.0), xp.sign(d))
+        g = slope * (ctx.scale * _grad_scale(grad, ctx.reduction, ctx.factor))
+        return g, (-g if ctx.needs_input_grad[1] else None)
+
+
+def _smooth_l1(op, input, target, reduction, beta, scale):
+    check_tensors(op, input=input, target=target)
+    check_reduction(op, reduction)
+    _check_pointwise_loss(op, input, target)
+    if isinstance(beta, bool) or not isinstance(beta, (int, float)) or beta < 0:
+        raise ArgumentError(f"{op}: {'delta' if op == 'huber_loss' else 'beta'} must be a non-negative number, "
+                            f"got {beta!r}")
+    return SmoothL1Loss.apply(input, target, reduction=reduction, beta=float(beta), scale=float(scale))
+
+
+def smooth_l1_loss(input, target, reduction="mean", beta=1.0):
+    """Quadratic below ``beta``, linear above: 0.5 d^2 / beta if |d| < beta else |d| - 0.5 beta."""
+    return _smooth_l1("smooth_l1_loss", input, target, reduction, beta, 1.0)
+
+
+def huber_loss(input, target, reduction="mean", delta=1.0):
+    """0.5 d^2 if |d| <= delta else delta (|d| - 0.5 delta): ``smooth_l1_loss`` with beta = delta, times delta."""
+    if isinstance(delta, (int, float)) and not isinstance(delta, bool) and delta <= 0:
+        raise ArgumentError(f"huber_loss: delta must be positive, got {delta!r}")
+    return _smooth_l1("huber_loss", input, target, reduction, delta, delta)
+
+
+class BinaryCrossEntropy(Function):
+    """loss = -w [t log(x) + (1 - t) log(1 - x)] on probabilities x in [0, 1]; each log is clamped at -100
+    (PyTorch's rule, so x = 0 or 1 gives a finite loss), and the gradient's denominator x (1 - x) at 1e-12."""
+    name = "binary_cross_entropy"
+
+    @staticmethod
+    def forward(ctx, x, t, weight, *, reduction):
+        for label, arr in (("target", t), ("weight", weight)):
+            check_dtype_like(ctx.name, label, arr, x)
+        xp = ctx.xp
+        with quiet():       # log(0) = -inf, then clamped: PyTorch is silent here
+            log_x = xp.maximum(xp.log(x), -100.0)
+            log_1mx = xp.maximum(xp.log1p(-x), -100.0)
+        raw = -(t * log_x + (1.0 - t) * log_1mx)
+        save(ctx, x, t, weight, log_x, log_1mx, raw)
+        return _weighted_reduce(ctx, xp, raw, weight, reduction)
+
+    @staticmethod
+    def backward(ctx, grad):
+        xp = ctx.xp
+        x, t, weight, log_x, log_1mx, raw = saved(ctx)
+        need_x, need_t, need_w = ctx.needs_input_grad
+        s = _grad_scale(grad, ctx.reduction, ctx.factor)
+        sw = s if weight is None else s * weight
+        dx = (x - t) / xp.maximum(x * (1.0 - x), 1e-12) * sw if need_x else None
+        dt = (log_1mx - log_x) * sw if need_t else None
+        dw = xp.broadcast_to(raw * s, ctx.loss_shape) if need_w else None
+        return dx, dt, dw
+
+
+def binary_cross_entropy(input, target, weight=None, reduction="mean"):
+    """Binary cross-entropy of probabilities ``input`` (in [0, 1]) against ``target`` (same shape);
+    ``weight`` rescales each element (broadcast). Prefer ``binary_cross_entropy_with_logits`` on logits."""
+    op = "binary_cross_entropy"
+    check_tensors(op, input=input, target=target, weight=weight)
+    check_reduction(op, reduction)
+    if tuple(target.shape) != tuple(input.shape):
+        raise ShapeError(f"{op}: target size {tuple(target.shape)} must be the same as input size "
+                         f"{tuple(input.shape)}")
+    x = input.array
+    if bool(((x < 0) | (x > 1)).any()):
+        raise ArgumentError(f"{op}: all elements of input should be between 0 and 1 (got values outside; "
+                            f"apply sigmoid first, or use binary_cross_entropy_with_logits on logits)")
+    return BinaryCrossEntropy.apply(input, target, weight, reduction=reduction)
 
 
 class BinaryCrossEntropyWithLogits(Function):
@@ -282,11 +398,8 @@ class BinaryCrossEntropyWithLogits(Function):
         sp = xp.log1p(xp.exp(-xp.abs(x))) + xp.maximum(-x, 0)
         lw = None if pos_weight is None else 1.0 + (pos_weight - 1.0) * t
         raw = (1.0 - t) * x + (sp if lw is None else lw * sp)
-        loss = raw if weight is None else raw * weight
-        out, ctx.factor = _reduce(xp, loss, reduction)
-        ctx.reduction, ctx.loss_shape = reduction, loss.shape
         save(ctx, x, t, weight, pos_weight, sp, raw)
-        return out
+        return _weighted_reduce(ctx, xp, raw, weight, reduction)
 
     @staticmethod
     def backward(ctx, grad):
