@@ -1,6 +1,6 @@
 """The course's hostile corpus (hostile_course/): graded in one batch with every reference solution beside it,
 each hostile submission scores 0 for what it cheats on and keeps everything else, the references keep 100 %
-(hidden cases included), and the batch finishes with a row for everyone. Each assignment (a1-a7, a9) has a cheat
+(hidden cases included), and the batch finishes with a row for everyone. Each assignment (a1-a7, a9, a10) has a cheat
 for each of the four causes of issue 22 (the files' headers say which part exercises which cause)."""
 import json
 import os
@@ -77,6 +77,15 @@ EXPECT = {
                     "part2/the full weight is freed after forward": r"credited only to a unit whose gradients are "
                                                                     r"right",
                     "part3": r"rank 0 sent 0 messages of activations to rank 1"},
+    "a10_routes": {"part1": IMPORT.format(r"autograder\.assignments\.a10_kv_cache"),
+                   "part2": STUB.format(r"minigrad\.inference\.block_allocator\.BlockAllocator\.__init__"),
+                   "part3/outputs equal running alone": r"credited only to a scheduler that batches",
+                   "part3/the step log replays the policy": r"was first in line and fits .* but was not admitted",
+                   "part3/throughput": r"your scheduler took \d+ steps for these requests"},
+    "a10_measures": {"part2": r"outside the pool \(ids 0\.\.\d+\)",
+                     "part3/outputs equal running alone": r"credited only to a scheduler that batches",
+                     "part3/the step log replays the policy": r"was first in line and fits .* but was not admitted",
+                     "part3/throughput": r"your scheduler took \d+ steps for these requests"},
 }
 #: the assignments graded here: every one with a reference solution (a1-a7, a9, ...)
 GRADED = sorted({p.stem.split("_")[0] for p in (ROOT / "solutions").glob("a*.ipynb")})
