@@ -113,6 +113,12 @@ class Function:
     _next = ()          # one (node, shape, dtype) tuple or None per positional input: see ``next``
     fused = None
     exact_dtype = False  # True for ops whose output dtype is their point (Cast): never re-cast
+    # Beyond first order (autograd/higher_order.py, autograd/forward_ad.py), each op defines:
+    # ``vjp(ctx, grad) -> input grads``: backward written in Tensor ops (``grad`` and ``ctx.saved_tensors``
+    #     are Tensors of the graph), run instead of ``backward`` when ``create_graph=True``;
+    # ``jvp(primals, tangents, out, **options) -> tangent of out``: forward mode, in Tensor ops.
+    vjp = None
+    jvp = None
 
     def __init_subclass__(cls, **kw):
         super().__init_subclass__(**kw)
@@ -298,14 +304,16 @@ def _undo_legacy_promotion(out, raw):
 
 def _version_records(ctx, args, raw, out, result):
     """For each saved array that is an argument's (or the output's) storage: (counter, version at save
-    time, argument position, -1 for the output). The engine compares versions before running backward."""
+    time, argument position or -1 for the output, position among the saved). The engine compares versions
+    before running backward; ``create_graph`` turns such saved arrays back into tensors of the graph
+    (``higher_order.saved_tensors``)."""
     saved = ctx._saved
     if ctx._unpack is not None:  # packed by saved_tensors_hooks: record the originals' versions
         saved, ctx._raw = ctx._raw, None
     records = []
-    for s in saved:
+    for position, s in enumerate(saved):
         if s is out:
-            records.append((result._version_counter, 0, -1))
+            records.append((result._version_counter, 0, -1, position))
             continue
         i = 0
         for r in raw:  # raw[i] is args[i] unwrapped
@@ -313,7 +321,7 @@ def _version_records(ctx, args, raw, out, result):
                 a = args[i]
                 if isinstance(a, Tensor):
                     vc = a._version_counter
-                    records.append((vc, vc.value, i))
+                    records.append((vc, vc.value, i, position))
                 break
             i += 1
     return records

@@ -13,6 +13,7 @@ from ..backend import dtypes
 from ..errors import ArgumentError, DTypeError
 from ..tensor_base import TensorBase as Tensor  # every Tensor is one (tensor.py imports ops)
 from ._args import NUMBER, PY_NUMBERS, as_tensor_like, operand, wrap
+from ._rules import const, linear_jvp, tsum
 
 
 def _default_float(out, *inputs):
@@ -45,6 +46,12 @@ class Add(Function):
     def backward(ctx, grad):
         return grad, grad
 
+    vjp = backward
+
+    @staticmethod
+    def jvp(primals, tangents, out):
+        return tsum(*tangents)
+
 
 def add(a, b, alpha=1):
     """a + alpha * b."""
@@ -64,6 +71,13 @@ class Sub(Function):
     @staticmethod
     def backward(ctx, grad):
         return grad, (-grad if ctx.needs_input_grad[1] else None)
+
+    vjp = backward
+
+    @staticmethod
+    def jvp(primals, tangents, out):
+        ta, tb = tangents
+        return tsum(ta, None if tb is None else -tb)
 
 
 def sub(a, b, alpha=1):
@@ -91,6 +105,13 @@ class Mul(Function):
         need_a, need_b = ctx.needs_input_grad
         return (grad * b if need_a else None), (grad * a if need_b else None)
 
+    vjp = backward
+
+    @staticmethod
+    def jvp(primals, tangents, out):
+        (a, b), (ta, tb) = primals, tangents
+        return tsum(None if ta is None else ta * b, None if tb is None else a * tb)
+
 
 def mul(a, b):
     if not isinstance(a, Tensor):
@@ -116,6 +137,13 @@ class Div(Function):
         gb = -grad * a / (b * b) if ctx.needs_input_grad[1] else None
         return ga, gb
 
+    vjp = backward
+
+    @staticmethod
+    def jvp(primals, tangents, out):
+        (a, b), (ta, tb) = primals, tangents
+        return tsum(None if ta is None else ta / b, None if tb is None else -tb * out / b)
+
 
 def div(a, b):
     if not isinstance(a, Tensor):
@@ -138,6 +166,9 @@ class Neg(Function):
     @staticmethod
     def backward(ctx, grad):
         return -grad
+
+    vjp = backward
+    jvp = linear_jvp(lambda t: -t)
 
 
 def neg(a):
@@ -174,6 +205,30 @@ class Pow(Function):
                 gb = xp.where(positive, grad * out * xp.log(xp.where(positive, a, 1)), 0)
         return ga, gb
 
+    @staticmethod
+    def vjp(ctx, grad):
+        a, b, out = ctx.saved_tensors
+        return _pow_partials(a, b, out, grad if ctx.needs_input_grad[0] else None,
+                             grad if ctx.needs_input_grad[1] else None)
+
+    @staticmethod
+    def jvp(primals, tangents, out):
+        return tsum(*_pow_partials(*primals, out, *tangents))
+
+
+def _pow_partials(a, b, out, da, db):
+    """d(a ** b) = b a^(b-1) da + a^b log(a) db (the log term 0 where a <= 0, as PyTorch), in Tensor ops."""
+    ga = gb = None
+    if da is not None:
+        ga = da * b * a ** (b - 1) if not (isinstance(b, (int, float)) and b == 2) else da * 2 * a
+    if db is not None:
+        if isinstance(a, (int, float)):
+            gb = db * out * (math.log(a) if a > 0 else 0.0)
+        else:
+            positive = a > 0
+            gb = where(positive, db * out * log(where(positive, a, 1.0)), 0.0)
+    return ga, gb
+
 
 def pow(a, exponent):
     if not isinstance(a, Tensor):
@@ -208,6 +263,16 @@ class Exp(Function):
         out, = ctx.saved_tensors
         return grad * out
 
+    @staticmethod
+    def vjp(ctx, grad):
+        out, = ctx.saved_tensors
+        return grad * out
+
+    @staticmethod
+    def jvp(primals, tangents, out):
+        ta, = tangents
+        return None if ta is None else ta * out
+
 
 exp = _unary(Exp)
 
@@ -222,6 +287,16 @@ class Log(Function):
     def backward(ctx, grad):
         a, = ctx.saved_tensors
         return grad / a
+
+    @staticmethod
+    def vjp(ctx, grad):
+        a, = ctx.saved_tensors
+        return grad / a
+
+    @staticmethod
+    def jvp(primals, tangents, out):
+        (a,), (ta,) = primals, tangents
+        return None if ta is None else ta / a
 
 
 log = _unary(Log)
@@ -238,6 +313,16 @@ class Sqrt(Function):
     def backward(ctx, grad):
         out, = ctx.saved_tensors
         return grad / (2 * out)
+
+    @staticmethod
+    def vjp(ctx, grad):
+        out, = ctx.saved_tensors
+        return grad / (2 * out)
+
+    @staticmethod
+    def jvp(primals, tangents, out):
+        ta, = tangents
+        return None if ta is None else ta / (2 * out)
 
 
 sqrt = _unary(Sqrt)
@@ -256,7 +341,17 @@ class Abs(Function):
     @staticmethod
     def backward(ctx, grad):
         a, = ctx.saved_tensors
-        return grad * ctx.xp.sign(a)
+        return grad * ctx.xp.a.sign()
+
+    @staticmethod
+    def vjp(ctx, grad):
+        a, = ctx.saved_tensors
+        return grad * a.sign()
+
+    @staticmethod
+    def jvp(primals, tangents, out):
+        (a,), (ta,) = primals, tangents
+        return None if ta is None else ta * a.sign()
 
 
 abs = _unary(Abs)
@@ -273,6 +368,16 @@ class Sin(Function):
         a, = ctx.saved_tensors
         return grad * ctx.xp.cos(a)
 
+    @staticmethod
+    def vjp(ctx, grad):
+        a, = ctx.saved_tensors
+        return grad * cos(a)
+
+    @staticmethod
+    def jvp(primals, tangents, out):
+        (a,), (ta,) = primals, tangents
+        return None if ta is None else ta * cos(a)
+
 
 sin = _unary(Sin)
 
@@ -287,6 +392,16 @@ class Cos(Function):
     def backward(ctx, grad):
         a, = ctx.saved_tensors
         return -grad * ctx.xp.sin(a)
+
+    @staticmethod
+    def vjp(ctx, grad):
+        a, = ctx.saved_tensors
+        return -grad * sin(a)
+
+    @staticmethod
+    def jvp(primals, tangents, out):
+        (a,), (ta,) = primals, tangents
+        return None if ta is None else -ta * sin(a)
 
 
 cos = _unary(Cos)
@@ -305,13 +420,37 @@ class Clamp(Function):
 
     @staticmethod
     def backward(ctx, grad):
-        a, = ctx.saved_tensors
-        lo, hi = ctx.lo, ctx.hi
-        above_lo = True if lo is None else a >= lo
-        below_hi = True if hi is None else (a if lo is None else ctx.xp.maximum(a, lo)) <= hi
+        above_lo, below_hi = _clamp_masks(ctx.xp, ctx.saved_tensors[0], ctx.lo, ctx.hi)
         _, need_lo, need_hi = ctx.needs_input_grad
         return (grad * (above_lo & below_hi), grad * (~above_lo & below_hi) if need_lo else None,
                 grad * ~below_hi if need_hi else None)
+
+    @staticmethod
+    def vjp(ctx, grad):
+        above_lo, below_hi = _clamp_masks(ctx.xp, ctx.node.saved_tensors[0], ctx.lo, ctx.hi)
+        _, need_lo, need_hi = ctx.needs_input_grad
+        pick = lambda mask: where(const(ctx, mask), grad, 0.0)  # noqa: E731
+        return (pick(above_lo & below_hi), pick(~above_lo & below_hi) if need_lo else None,
+                pick(~below_hi) if need_hi else None)
+
+    @staticmethod
+    def jvp(primals, tangents, out):
+        (a, lo, hi), (ta, tlo, thi) = primals, tangents
+        xp = a.device.xp
+        above_lo, below_hi = _clamp_masks(xp, a.data, _raw(lo), _raw(hi))
+        pick = lambda mask, t: None if t is None else where(const(a, mask), t, 0.0)  # noqa
+        return tsum(pick(above_lo & below_hi, ta), pick(~above_lo & below_hi, tlo), pick(~below_hi, thi))
+
+
+def _clamp_masks(xp, a, lo, hi):
+    """Where ``a`` (an array) is >= lo, and where the lower-clamped value is <= hi (PyTorch's ties)."""
+    above_lo = xp.ones(a.shape, bool) if lo is None else a >= lo
+    below_hi = xp.ones(a.shape, bool) if hi is None else (a if lo is None else xp.maximum(a, lo)) <= hi
+    return above_lo, below_hi
+
+
+def _raw(x):
+    return x.data if isinstance(x, Tensor) else x
 
 
 def clamp(a, min=None, max=None):
@@ -333,6 +472,19 @@ def _pick_backward(ctx, grad, first_wins):
     return grad * share.astype(grad.dtype), grad * (1 - share).astype(grad.dtype)
 
 
+def _pick_vjp(ctx, grad, first_wins):
+    a, b = ctx.node.saved_tensors
+    share = const(ctx, (first_wins(a, b) + (a == b) * 0.5).astype(grad.data.dtype))
+    return grad * share, grad * (1 - share)
+
+
+def _pick_jvp(primals, tangents, first_wins):
+    (a, b), (ta, tb) = primals, tangents
+    ra, rb = _raw(a), _raw(b)
+    share = const(a, (first_wins(ra, rb) + (ra == rb) * 0.5).astype(a.data.dtype))
+    return tsum(None if ta is None else ta * share, None if tb is None else tb * (1 - share))
+
+
 class Maximum(Function):
     @staticmethod
     def forward(ctx, a, b):
@@ -342,6 +494,14 @@ class Maximum(Function):
     @staticmethod
     def backward(ctx, grad):
         return _pick_backward(ctx, grad, lambda a, b: a > b)
+
+    @staticmethod
+    def vjp(ctx, grad):
+        return _pick_vjp(ctx, grad, lambda a, b: a > b)
+
+    @staticmethod
+    def jvp(primals, tangents, out):
+        return _pick_jvp(primals, tangents, lambda a, b: a > b)
 
 
 def maximum(a, b):
@@ -357,6 +517,14 @@ class Minimum(Function):
     @staticmethod
     def backward(ctx, grad):
         return _pick_backward(ctx, grad, lambda a, b: a < b)
+
+    @staticmethod
+    def vjp(ctx, grad):
+        return _pick_vjp(ctx, grad, lambda a, b: a < b)
+
+    @staticmethod
+    def jvp(primals, tangents, out):
+        return _pick_jvp(primals, tangents, lambda a, b: a < b)
 
 
 def minimum(a, b):
@@ -376,6 +544,19 @@ class Where(Function):
         zero = grad.dtype.type(0)
         return (None, ctx.xp.where(cond, grad, zero) if need_a else None,
                 ctx.xp.where(cond, zero, grad) if need_b else None)
+
+    @staticmethod
+    def vjp(ctx, grad):
+        cond, = ctx.saved_tensors
+        _, need_a, need_b = ctx.needs_input_grad
+        return None, where(cond, grad, 0.0) if need_a else None, where(cond, 0.0, grad) if need_b else None
+
+    @staticmethod
+    def jvp(primals, tangents, out):
+        cond, a, b = primals
+        _, ta, tb = tangents
+        zero = 0.0
+        return tsum(None if ta is None else where(cond, ta, zero), None if tb is None else where(cond, zero, tb))
 
 
 @outside_apply
@@ -408,6 +589,15 @@ class Cast(Function):
     def backward(ctx, grad):
         return grad.astype(ctx.in_dtype)
 
+    @staticmethod
+    def vjp(ctx, grad):
+        return cast(grad, ctx.in_dtype)
+
+    @staticmethod
+    def jvp(primals, tangents, out, dtype):
+        t, = tangents
+        return None if t is None or out.data.dtype.kind != "f" else cast(t, dtype)
+
 
 def cast(a, dtype):
     """``a`` in ``dtype`` (any dtype spec); ``a`` itself when it already has it."""
@@ -425,6 +615,9 @@ class Clone(Function):
     @staticmethod
     def backward(ctx, grad):
         return grad
+
+    vjp = backward
+    jvp = linear_jvp(lambda t: t)
 
 
 def clone(a):

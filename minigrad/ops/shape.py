@@ -12,6 +12,7 @@ from ..backend import dtypes
 from ..errors import ArgumentError, AutogradError, OpIndexError, ShapeError
 from ..tensor_base import TensorBase as Tensor  # every Tensor is one (tensor.py imports ops)
 from ._args import dim_arg, dim_of, norm_dim, norm_dims, share_version, wrap
+from ._rules import linear, zeros_for
 from .elementwise import clone
 from .indexing import getitem
 
@@ -33,6 +34,9 @@ class Reshape(Function):
     @staticmethod
     def backward(ctx, grad):
         return grad.reshape(ctx.in_shape)
+
+    vjp = backward
+    jvp = linear
 
 
 def reshape(a, *shape):
@@ -97,6 +101,12 @@ class Transpose(Function):
     def backward(ctx, grad):
         return grad.swapaxes(ctx.dim0, ctx.dim1)
 
+    @staticmethod
+    def vjp(ctx, grad):
+        return grad.transpose(ctx.dim0, ctx.dim1)
+
+    jvp = linear
+
 
 def transpose(a, dim0, dim1):
     d0, d1 = norm_dim(dim0, a.ndim, "transpose"), norm_dim(dim1, a.ndim, "transpose")
@@ -127,6 +137,12 @@ class Permute(Function):
             inverse[d] = i
         return grad.transpose(inverse)
 
+    @staticmethod
+    def vjp(ctx, grad):
+        return grad.permute(*sorted(range(len(ctx.dims)), key=ctx.dims.__getitem__))
+
+    jvp = linear
+
 
 def permute(a, *dims):
     dims = _shape_arg(dims)
@@ -146,6 +162,9 @@ class Expand(Function):
     @staticmethod
     def backward(ctx, grad):
         return grad
+
+    vjp = backward
+    jvp = linear
 
 
 def expand(a, *sizes):
@@ -227,6 +246,15 @@ class Cat(Function):
         cuts = list(itertools.accumulate(ctx.sizes[:-1]))
         return tuple(ctx.xp.split(grad, cuts, axis=ctx.dim))
 
+    @staticmethod
+    def vjp(ctx, grad):
+        starts = itertools.accumulate([0] + ctx.sizes[:-1])
+        return tuple(grad.narrow(ctx.dim, start, n) for start, n in zip(starts, ctx.sizes))
+
+    @staticmethod
+    def jvp(primals, tangents, out, dim):
+        return Cat.apply(*zeros_for(tangents, primals), dim=dim)
+
 
 def cat(tensors, dim=None, *, axis=None):
     tensors = list(tensors)
@@ -255,6 +283,14 @@ class Stack(Function):
     @staticmethod
     def backward(ctx, grad):
         return tuple(ctx.xp.take(grad, i, axis=ctx.dim) for i in range(ctx.n))
+
+    @staticmethod
+    def vjp(ctx, grad):
+        return tuple(grad[(slice(None),) * ctx.dim + (i,)] for i in range(ctx.n))
+
+    @staticmethod
+    def jvp(primals, tangents, out, dim):
+        return Stack.apply(*zeros_for(tangents, primals), dim=dim)
 
 
 def stack(tensors, dim=None, *, axis=None):
@@ -314,6 +350,12 @@ class Pad(Function):
     def backward(ctx, grad):
         return grad[ctx.slices]
 
+    vjp = backward
+
+    @staticmethod
+    def jvp(primals, tangents, out, widths, value):
+        return Pad.apply(tangents[0], widths=widths, value=0.0)   # the padding is constant
+
 
 def pad(a, pad, mode="constant", value=0.0):
     """PyTorch order: ``pad=(left, right, top, bottom, ...)`` starting from the last dim."""
@@ -348,6 +390,9 @@ class Repeat(Function):
         g = grad.reshape(split).sum(axis=tuple(range(0, len(split), 2)))
         return g.reshape(ctx.in_shape)
 
+    vjp = backward
+    jvp = linear
+
 
 def repeat(a, *sizes):
     sizes = _shape_arg(sizes)
@@ -369,6 +414,12 @@ class Tril(Function):
     def backward(ctx, grad):
         xp = ctx.xp
         return xp.triu(grad, ctx.diagonal) if ctx.upper else xp.tril(grad, ctx.diagonal)
+
+    @staticmethod
+    def vjp(ctx, grad):
+        return Tril.apply(grad, diagonal=ctx.diagonal, upper=ctx.upper)
+
+    jvp = linear
 
 
 def _triangle(a, diagonal, upper):
@@ -395,6 +446,12 @@ class Flip(Function):
     @staticmethod
     def backward(ctx, grad):
         return ctx.xp.flip(grad, ctx.dims)
+
+    @staticmethod
+    def vjp(ctx, grad):
+        return Flip.apply(grad, dims=ctx.dims)
+
+    jvp = linear
 
 
 def flip(a, dims):

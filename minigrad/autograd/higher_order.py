@@ -1,0 +1,156 @@
+"""Gradients of gradients: the backward sweep of ``create_graph=True``.
+
+The first-order sweep (``engine.run_backward``) moves backend arrays through each op's ``backward``: it
+builds nothing, and stays as fast as it was. With ``create_graph=True`` the same sweep runs here on
+*Tensors*: each node's ``vjp(ctx, grad)`` is its backward written in minigrad ops, so every gradient it
+returns is itself a node of a new graph, and can be differentiated again (Hessian-vector products,
+gradient penalties, MAML, Newton's method).
+
+What a ``vjp`` reads: ``grad`` (a Tensor, possibly of the graph: the output gradient of an outer
+``autograd.grad``), the op's options (``ctx.dim``...) and ``ctx.saved_tensors``, given back as Tensors
+*of the graph*: a saved array that was an input of the op is that input again (its ``grad_fn``, or its
+leaf's accumulator), the saved output is the output again (``grad_fn`` = this very node, as PyTorch's
+saved outputs are). A saved array computed inside ``forward`` (a mask, an index) is a constant there;
+ops whose second derivative needs more save their inputs. Every op of the library defines ``vjp``; one
+that does not gets a clear error naming it (``DoubleBackwardError``).
+
+The rest of the sweep is the first-order one (topological order, hooks, un-broadcasting, dtype checks,
+in-place checks, accumulation), with Tensor arithmetic instead of array arithmetic: a leaf's ``.grad`` is
+replaced by ``grad + new`` (out of place, so it stays differentiable) instead of ``+=``.
+"""
+from ..errors import AutogradError, GradientError
+from . import function, grad_mode
+from .function import AccumulateGrad
+
+
+class DoubleBackwardError(AutogradError):
+    """An op has no differentiable backward (``vjp``): ``create_graph=True`` can't go through it."""
+
+
+class GraphCtx:
+    """What a ``vjp`` receives as ``ctx``: the node's options and flags as they are (``ctx.dim``,
+    ``ctx.needs_input_grad``), its saved arrays as Tensors of the graph (``saved_tensors``)."""
+
+    def __init__(self, node):
+        self.node = node
+
+    def __getattr__(self, name):   # options forward() stored on the node (ctx.dim, ctx.index...)
+        return getattr(self.node, name)
+
+    @property
+    def saved_tensors(self):
+        return saved_tensors(self.node)
+
+
+def saved_tensors(node):
+    """``node``'s saved values, arrays turned into Tensors: an input (output) of the op becomes that input
+    (output) again, connected to the graph; other arrays become constants; numbers pass through."""
+    saved = node.saved_tensors
+    Tensor = function.Tensor
+    origin = {position: index for _, _, index, position in node._versions}
+    out = []
+    for position, s in enumerate(saved):
+        if not hasattr(s, "dtype") or not hasattr(s, "shape"):
+            out.append(s)
+            continue
+        t = Tensor._make(s, node.device)
+        index = origin.get(position)
+        if index is not None and s.dtype.kind == "f":
+            source = node if index < 0 else node._next[index][0] if node._next[index] is not None else None
+            if source is not None:
+                t.requires_grad = True
+                if type(source) is AccumulateGrad:
+                    t._acc = source          # a leaf's alias: gradients reach the leaf's own node
+                else:
+                    t.grad_fn = source
+        out.append(t)
+    return tuple(out)
+
+
+def graph_vjp(node, grad):
+    """One node's backward on Tensors (with grad mode on, so the result is a graph)."""
+    vjp = type(node).vjp
+    if vjp is None:
+        raise DoubleBackwardError(
+            f"{node.name}: this op has no differentiable backward, so create_graph=True (gradients of "
+            f"gradients, gradgradcheck, hessian) can't go through it")
+    with grad_mode.enable_grad():
+        return vjp(GraphCtx(node), grad)
+
+
+def as_graph_grad(g, like):
+    """A root gradient for ``create_graph``: the given Tensor itself (its graph is kept, as PyTorch's
+    ``grad_outputs``), or ones for a scalar output."""
+    Tensor = function.Tensor
+    if g is None:
+        return Tensor._make(like.device.xp.ones_like(like.data), like.device)
+    return g if isinstance(g, Tensor) else Tensor._make(like.device.backend.asarray(g), like.device)
+
+
+def _conform(g, shape, dtype, node, i):
+    """Un-broadcast a Tensor gradient to its input's shape and dtype (``engine._conform`` on Tensors)."""
+    if tuple(g.shape) != tuple(shape):
+        lead = g.ndim - len(shape)
+        if lead < 0:
+            raise GradientError(f"{node.name}: backward returned a gradient of shape {tuple(g.shape)} for "
+                                f"input {i} of shape {tuple(shape)}")
+        axes = tuple(range(lead)) + tuple(lead + k for k, n in enumerate(shape)
+                                          if n == 1 and g.shape[lead + k] != 1)
+        if axes:
+            g = g.sum(dim=axes, keepdim=True)
+        g = g.reshape(tuple(shape))
+    if g.data.dtype != dtype:
+        if g.data.dtype.kind != "f" or dtype.kind != "f":
+            raise GradientError(f"{node.name}: backward returned a {g.data.dtype} gradient for input {i} of "
+                                f"dtype {dtype}")
+        g = g.to(dtype)
+    return g
+
+
+def run_backward_graph(roots, retain_graph, capture, run_hooks, check_versions):
+    """``engine.run_backward`` with ``create_graph=True``: ``roots`` are (node, grad Tensor) pairs."""
+    from .engine import topological_order
+    pending = {}
+    for node, g in roots:
+        pending[node] = pending[node] + g if node in pending else g
+    with grad_mode.enable_grad():
+        for node in topological_order([n for n, _ in roots]):
+            grad = pending.pop(node, None)
+            if grad is None:
+                continue
+            if node._pre_hooks:
+                grad = run_hooks(node, grad)
+            if capture is not None and node in capture:
+                capture[node] = grad
+            if type(node) is AccumulateGrad:
+                if capture is None:
+                    _accumulate(node, grad)
+                continue
+            if node._versions:
+                check_versions(node)
+            input_grads = graph_vjp(node, grad)
+            if not retain_graph:
+                node._saved = None
+            if type(input_grads) is not tuple:
+                input_grads = (input_grads,)
+            if len(input_grads) != len(node._next):
+                raise GradientError(f"{node.name}: vjp returned {len(input_grads)} gradients for "
+                                    f"{len(node._next)} inputs")
+            for i, edge in enumerate(node._next):
+                g = input_grads[i]
+                if edge is None or g is None:
+                    continue
+                child, shape, dtype = edge
+                g = _conform(g, shape, dtype, node, i)
+                waiting = pending.get(child)
+                pending[child] = g if waiting is None else waiting + g
+
+
+def _accumulate(node, grad):
+    """A leaf's ``.grad`` with ``create_graph``: kept as the (differentiable) Tensor, or summed out of place."""
+    t = node.tensor_ref()
+    if t is None:
+        return
+    t.grad = grad if t.grad is None else t.grad + grad
+    for hook in getattr(t, "_post_acc_hooks", None) or ():
+        hook(t)
