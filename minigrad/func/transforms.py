@@ -23,6 +23,10 @@ from ._tree import flatten, unflatten
 from .vmap import to_levels
 
 
+class ForwardOverReverseError(AutogradError):
+    """jvp/jacfwd over grad/vjp/jacrev where forward mode does not go through the backward graph."""
+
+
 # --- inputs: a node of their own to differentiate at ----------------------------------------------------
 def _argnums(argnums, n, what):
     nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
@@ -40,18 +44,22 @@ class _Inputs:
 
     def __init__(self, leaves, what):
         self.levels, sizes = active_levels(), active_sizes()
-        self.values, self.physical, self.outer = [], [], False
+        self.values, self.physical, self.outer, self.dual = [], [], False, False
         for x in leaves:
             if not isinstance(x, Tensor) or x.dtype.name.startswith(("int", "uint", "bool")):
                 raise TypeError(f"{what}: can only differentiate floating-point Tensors, got "
                                 f"{x.dtype if isinstance(x, Tensor) else type(x).__name__}")
             p = to_levels(x, self.levels, sizes) if self.levels else x
+            tangent = _tangent_of(x)
             if x.requires_grad and grad_mode.is_grad_enabled():
                 self.outer = True          # keep the outer graph: differentiate at a view of x
                 if p is x:
                     p = _sh.Transpose.apply(x, dim0=0, dim1=0) if x.ndim else _sh.Reshape.apply(x, shape=())
             else:
                 p = physical_of(p).detach().requires_grad_(True)
+                if tangent is not None:    # forward mode outside (jacfwd of jacrev): keep x's tangent
+                    self.outer = self.dual = True
+                    p = _forward_ad().make_dual(p, tangent)
             self.physical.append(p)
             self.values.append(wrap(p, self.levels))
 
@@ -67,6 +75,11 @@ class _Inputs:
         else:
             with grad_mode.enable_grad():
                 gs = _autograd_grad(outs, self.physical, cts, self.outer, what)
+        if self.dual and any(g is not None and g.requires_grad and _tangent_of(g) is None for g in gs):
+            raise ForwardOverReverseError(
+                f"{what}: forward mode over this reverse-mode transform: the tangents did not go through "
+                f"autograd.grad(create_graph=True) (the backward of an op here has no forward-mode rule); "
+                f"use reverse over reverse instead, e.g. jacrev(jacrev(f))")
         res = []
         for p, g in zip(self.physical, gs):
             g = _like.zeros_like(p) if g is None else g
@@ -74,6 +87,12 @@ class _Inputs:
                 g = g.detach()
             res.append(wrap(g, self.levels))
         return res
+
+
+def _tangent_of(x):
+    """``x``'s forward-mode tangent at the dual level in force, or None."""
+    fwd = _forward_ad()
+    return None if fwd is None or isinstance(x, BatchedTensor) else fwd.unpack_dual(x).tangent
 
 
 def _autograd_grad(outputs, inputs, cotangents, create_graph, what):
@@ -203,18 +222,32 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
             raise ValueError(f"jvp: tangent of shape {tuple(t.shape)} for a primal of shape {tuple(p.shape)}")
     fwd = _forward_ad()
     if fwd is not None and not active_levels():
-        with fwd.dual_level():
-            duals = [fwd.make_dual(p, t) for p, t in zip(pl, tl)]
-            out, aux = _split_aux(func(*unflatten(pspec, duals)), has_aux, "jvp")
-            outs, ospec = flatten(out)
-            prim, tang = [], []
-            for y in outs:
-                pt = fwd.unpack_dual(y)
-                prim.append(pt.primal)
-                tang.append(_like.zeros_like(pt.primal) if pt.tangent is None else pt.tangent)
-        res = (unflatten(ospec, prim), unflatten(ospec, tang))
-        return res + (aux,) if has_aux else res
+        try:
+            return _jvp_forward(fwd, func, pl, pspec, tl, has_aux)
+        except fwd.ForwardADError as e:
+            if "nested" in str(e):
+                raise ForwardOverReverseError(
+                    "jvp/jacfwd inside jvp/jacfwd: forward-mode levels do not nest in minigrad (one dual "
+                    "level at a time, as torch.autograd.forward_ad); use jacfwd(jacrev(f)) or hessian(f)") from None
+            if "no forward-mode rule" not in str(e):
+                raise
+            # an op of func has no JVP rule: the same numbers by two reverse passes
     return _jvp_by_double_vjp(func, pl, pspec, tl, has_aux)
+
+
+def _jvp_forward(fwd, func, pl, pspec, tl, has_aux):
+    """One forward pass on dual tensors (``autograd.forward_ad``)."""
+    with fwd.dual_level():
+        duals = [fwd.make_dual(p, t) for p, t in zip(pl, tl)]
+        out, aux = _split_aux(func(*unflatten(pspec, duals)), has_aux, "jvp")
+        outs, ospec = flatten(out)
+        prim, tang = [], []
+        for y in outs:
+            pt = fwd.unpack_dual(y)
+            prim.append(pt.primal)
+            tang.append(_like.zeros_like(pt.primal) if pt.tangent is None else pt.tangent)
+    res = (unflatten(ospec, prim), unflatten(ospec, tang))
+    return res + (aux,) if has_aux else res
 
 
 def _jvp_by_double_vjp(func, pl, pspec, tl, has_aux):
@@ -328,5 +361,15 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
 
 
 def hessian(func, argnums=0):
-    """The Hessian of a one-element output: ``jacfwd(jacrev(func, argnums), argnums)``, as torch.func."""
-    return jacfwd(jacrev(func, argnums), argnums)
+    """The Hessian of a one-element output: ``jacfwd(jacrev(func, argnums), argnums)``, as torch.func
+    (forward over reverse: one forward pass per input element). Where forward mode cannot go through the
+    backward graph of one of ``func``'s ops, the same matrix by reverse over reverse."""
+    fwd_over_rev, rev_over_rev = jacfwd(jacrev(func, argnums), argnums), jacrev(jacrev(func, argnums), argnums)
+
+    @functools.wraps(func)
+    def wrapper(*args):
+        try:
+            return fwd_over_rev(*args)
+        except ForwardOverReverseError:
+            return rev_over_rev(*args)
+    return wrapper
