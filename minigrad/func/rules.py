@@ -38,6 +38,12 @@ def register_outside(*fns):
     return deco
 
 
+def passthrough(fn, args, kwargs, batch):
+    """Marker rule: the function runs as is, on the batched tensors; the ops it applies are batched one by
+    one (for outside-apply functions that only wrap an op, like ``max_pool2d`` for its indices)."""
+    raise AssertionError("vmap calls the function itself for a passthrough rule")
+
+
 def rule_for(op):
     rule = next((_rules[c] for c in op.__mro__ if c in _rules), None)   # Conv2d: _ConvNd's rule
     if rule is None:
@@ -283,6 +289,14 @@ def outside_view(fn, args, kwargs, batch):
 @register_outside(_ix.one_hot)
 def outside_same_call(fn, args, kwargs, batch):
     return fn(*args, **kwargs)
+
+
+def _register_nn():
+    from ..ops.nn import pool as _pool
+    register_outside(_pool._max_pool)(passthrough)
+
+
+_register_nn()
 
 
 def _register_likes():

@@ -93,6 +93,8 @@ class _Session:
                 not any(type(v) is BatchedTensor for v in kwargs.values()):
             return run()
         rule = rules.outside_rule_for(fn)
+        if rule is rules.passthrough:
+            return run()
         kw_batched = [k for k, v in kwargs.items() if type(v) is BatchedTensor]
         if kw_batched:
             raise VmapError(f"vmap: {getattr(fn, '__name__', fn)}: pass the batched tensor "
@@ -188,13 +190,12 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
     def batched(*args, **kwargs):
         dims = broadcast_prefix(in_dims, args, "vmap: in_dims")
         leaves, spec = flatten(args)
-        sizes = {(physical_of(x).shape[len(x.levels) + d % x.ndim] if _is_batched(x) else x.shape[d])
-                 for x, d in zip(leaves, dims) if d is not None and isinstance(x, Tensor) and x.ndim}
-        bad = [(i, d) for i, (x, d) in enumerate(zip(leaves, dims)) if d is not None and
-               (not isinstance(x, Tensor) or x.ndim == 0)]
-        if bad:
-            raise VmapError(f"vmap: in_dim={bad[0][1]} for input {bad[0][0]}, which is "
-                            f"{'a 0-d tensor' if isinstance(leaves[bad[0][0]], Tensor) else 'not a tensor'}")
+        for i, (x, d) in enumerate(zip(leaves, dims)):
+            if d is not None and (not isinstance(x, Tensor) or not -x.ndim <= d < x.ndim):
+                raise VmapError(f"vmap: in_dim={d} for input {i}, " + (
+                    f"which is not a tensor ({type(x).__name__}); use None for it" if not isinstance(x, Tensor)
+                    else f"is out of range for a tensor of shape {tuple(x.shape)}"))
+        sizes = {x.shape[d] for x, d in zip(leaves, dims) if d is not None}
         if not sizes:
             raise VmapError("vmap: at least one input must be mapped (a tensor with an in_dim that is not None)")
         if len(sizes) > 1:
