@@ -34,6 +34,7 @@ from .safetensors_io import load_safetensors, save_safetensors  # noqa: E402  (t
 from . import inference  # noqa: E402  (KV cache, paged pool, continuous batching, int8 weights)
 from . import amp  # noqa: E402  (a feature layer)
 from .amp import autocast  # noqa: E402
+from . import func  # noqa: E402  (function transforms: grad, vjp, jvp, jacrev, jacfwd, hessian, vmap)
 from .random import Generator, default_generator, initial_seed, manual_seed, seed, get_rng_state, set_rng_state
 
 
