@@ -22,8 +22,9 @@ class _Local(threading.local):
 _local = _Local()
 
 
-def topological_order(roots):
-    """Nodes reachable from ``roots``, each before the nodes it depends on (reverse DFS post-order)."""
+def topological_order(roots, stop=None):
+    """Nodes reachable from ``roots``, each before the nodes it depends on (reverse DFS post-order).
+    ``stop``: nodes listed but not walked past (``higher_order.partials``: a subgraph's own inputs)."""
     order, visited = [], set()
     for root in roots:
         if root in visited:
@@ -38,7 +39,7 @@ def topological_order(roots):
                 child = edge[0]  # the Edge's node (edges are kept as plain tuples: Function.next)
                 if child not in visited:
                     visited.add(child)
-                    stack.append((child, iter(child._next)))
+                    stack.append((child, iter(child._next if stop is None or child not in stop else ())))
                     break
             else:
                 stack.pop()

@@ -67,6 +67,26 @@ def saved_tensors(node):
     return tuple(out)
 
 
+def input_as(ctx, index, value):
+    """A Tensor with the values ``value`` (an array) in the place of the op's input ``index`` in the graph
+    (what reaches it reaches that input): for ops that saved something computed from an input instead of
+    the input itself, where the derivatives are the same at both (log_softmax's output for its logits)."""
+    node = ctx.node
+    edge = node._next[index]
+    if edge is not None and tuple(value.shape) != tuple(edge[1]):   # a broadcast of the input: undo it
+        shape = tuple(edge[1])
+        lead = value.ndim - len(shape)
+        value = value[(0,) * lead + tuple(slice(0, 1) if n == 1 else slice(None) for n in shape)]
+    t = function.Tensor._make(value, node.device)
+    if edge is not None:
+        t.requires_grad = True
+        if type(edge[0]) is AccumulateGrad:
+            t._acc = edge[0]
+        else:
+            t.grad_fn = edge[0]
+    return t
+
+
 def graph_vjp(node, grad):
     """One node's backward on Tensors (with grad mode on, so the result is a graph)."""
     vjp = type(node).vjp
@@ -107,14 +127,15 @@ def _conform(g, shape, dtype, node, i):
     return g
 
 
-def run_backward_graph(roots, retain_graph, capture, run_hooks, check_versions):
-    """``engine.run_backward`` with ``create_graph=True``: ``roots`` are (node, grad Tensor) pairs."""
+def run_backward_graph(roots, retain_graph, capture, run_hooks, check_versions, stop=False):
+    """``engine.run_backward`` with ``create_graph=True``: ``roots`` are (node, grad Tensor) pairs.
+    ``stop``: gradients end at the captured nodes (the sweep does not go past them)."""
     from .engine import topological_order
     pending = {}
     for node, g in roots:
         pending[node] = pending[node] + g if node in pending else g
     with grad_mode.enable_grad():
-        for node in topological_order([n for n, _ in roots]):
+        for node in topological_order([n for n, _ in roots], capture if stop else None):
             grad = pending.pop(node, None)
             if grad is None:
                 continue
@@ -122,6 +143,8 @@ def run_backward_graph(roots, retain_graph, capture, run_hooks, check_versions):
                 grad = run_hooks(node, grad)
             if capture is not None and node in capture:
                 capture[node] = grad
+                if stop:
+                    continue
             if type(node) is AccumulateGrad:
                 if capture is None:
                     _accumulate(node, grad)
@@ -154,3 +177,29 @@ def _accumulate(node, grad):
     t.grad = grad if t.grad is None else t.grad + grad
     for hook in getattr(t, "_post_acc_hooks", None) or ():
         hook(t)
+
+
+def partials(fn, inputs, grad, needs):
+    """The vector-Jacobian product of ``fn`` (an op's forward written in minigrad ops) at ``inputs`` (Tensors
+    of the graph, or other values) with ``grad``, as Tensors of the graph: how an op whose backward is a
+    fused array kernel (conv, pooling, norms, attention, losses) gets its ``vjp``. ``needs``: which inputs
+    want a gradient. Each such input goes through its own ``Alias`` node and the sweep stops there, so the
+    result is the partial derivative for that argument only (the same tensor passed twice gets two)."""
+    from ..ops._rules import Alias
+    Tensor = function.Tensor
+    with grad_mode.enable_grad():
+        args = [Alias.apply(x) if need and isinstance(x, Tensor) and x.requires_grad else x
+                for x, need in zip(inputs, needs)]
+        out = fn(*args)
+        capture = {a.grad_fn: None for a, x in zip(args, inputs) if a is not x}
+        run_backward_graph([(out.grad_fn, grad)], True, capture, _hooks_unused, _no_check, stop=True) \
+            if out.requires_grad and capture else None
+    return tuple(capture.get(a.grad_fn) if a is not x else None for a, x in zip(args, inputs))
+
+
+def _hooks_unused(node, g):
+    return g
+
+
+def _no_check(node):
+    pass

@@ -1,6 +1,7 @@
 """Helpers of the beyond-first-order rules each op defines beside its backward (who uses them: every ops
 module): ``vjp(ctx, grad)`` (backward in Tensor ops, for ``create_graph``: autograd/higher_order.py) and
 ``jvp(primals, tangents, out, **options)`` (forward mode: autograd/forward_ad.py)."""
+from ..autograd.function import Function
 from ..tensor_base import TensorBase as Tensor
 
 
@@ -38,3 +39,26 @@ def zeros_for(tangents, primals):
     whose JVP is the op itself applied to the tangents (cat, stack)."""
     return [t if t is not None else Tensor._make(p.device.xp.zeros_like(p.data), p.device)
             for t, p in zip(tangents, primals)]
+
+
+class Alias(Function):
+    """The identity as a node of its own (``higher_order.partials`` marks an op's inputs with it)."""
+
+    @staticmethod
+    def forward(ctx, a):
+        return a
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+
+    vjp = backward
+    jvp = linear
+
+
+def composite_jvp(fn, primals, tangents):
+    """The JVP of an op through ``fn``, its forward written in minigrad ops: ``fn`` runs on dual tensors
+    (forward mode through the ops it is made of)."""
+    from ..autograd import forward_ad
+    duals = [forward_ad.make_dual(p, t) if t is not None else p for p, t in zip(primals, tangents)]
+    return forward_ad.unpack_dual(fn(*duals)).tangent

@@ -341,7 +341,7 @@ class Abs(Function):
     @staticmethod
     def backward(ctx, grad):
         a, = ctx.saved_tensors
-        return grad * ctx.xp.a.sign()
+        return grad * ctx.xp.sign(a)
 
     @staticmethod
     def vjp(ctx, grad):

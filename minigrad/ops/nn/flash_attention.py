@@ -88,6 +88,23 @@ class FlashAttention(Function):
         return out
 
     @staticmethod
+    def vjp(ctx, grad):
+        from ...autograd.higher_order import input_as, partials
+        from .attention import attention_in_ops
+        q, k, v, _, _, mask = ctx.saved_tensors
+        if mask is not None and ctx.needs_input_grad[3]:
+            mask = input_as(ctx, 3, mask.data)   # a broadcast view of the mask: the mask's place in the graph
+        fn = lambda q, k, v, m: attention_in_ops(q, k, v, m, ctx.scale, ctx.causal)  # noqa: E731
+        return partials(fn, (q, k, v, mask), grad, ctx.needs_input_grad)
+
+    @staticmethod
+    def jvp(primals, tangents, out, is_causal=False, scale=None, block_size=BLOCK):
+        from .._rules import composite_jvp
+        from .attention import attention_in_ops
+        scale = 1.0 / math.sqrt(primals[0].shape[-1]) if scale is None else float(scale)
+        return composite_jvp(lambda q, k, v, m: attention_in_ops(q, k, v, m, scale, is_causal), primals, tangents)
+
+    @staticmethod
     def backward(ctx, grad):
         xp = ctx.xp
         q, k, v, out, lse, mask = ctx.saved_tensors

@@ -13,6 +13,8 @@ import numpy as np  # shape arithmetic only
 
 from ...autograd.function import Function
 from ...errors import ArgumentError, DTypeError, OpIndexError, ShapeError
+from ...autograd.higher_order import input_as, partials
+from .._rules import composite_jvp, const
 from ._util import check_dtype_like, check_reduction, check_tensors, save, saved
 from .activation import stable_sigmoid
 
@@ -39,6 +41,11 @@ def _reduce(xp, loss, reduction, denom=None):
 def _grad_scale(grad, reduction, factor):
     """The per-element factor of d(result)/d(loss_i): grad itself for 'none', grad * factor otherwise."""
     return grad if reduction == "none" else (grad * factor).astype(grad.dtype, copy=False)
+
+
+def _reduce_t(loss, reduction, factor):
+    """``_reduce`` in minigrad ops (the scale ``factor`` as forward computed it)."""
+    return loss if reduction == "none" else loss.sum() if reduction == "sum" else loss.sum() * factor
 
 
 def _classes_shape(x):
@@ -163,6 +170,67 @@ class CrossEntropy(Function):
                 dx += (weight.sum() * p - weight.reshape(_classes_shape(logp))) * b
         return dx.reshape(ctx.x_shape), None, None
 
+    @staticmethod
+    def vjp(ctx, grad):
+        # log_softmax is shift-invariant: the saved log-probabilities stand in for the logits (same
+        # derivatives of every order), connected to the logits' place in the graph
+        if ctx.probs:
+            logp, wt, weight = saved(ctx)
+            z = input_as(ctx, 0, logp.data.reshape(ctx.x_shape))
+            target = input_as(ctx, 1, ctx.xp.zeros(ctx.x_shape, logp.data.dtype))
+            w_b = 1.0 if weight is None else weight.detach().reshape(_classes_shape(logp))
+            coef = (1.0 - ctx.eps) * w_b      # wt = target (1 - eps) w + constants: linear in the target
+            fn = lambda z, t: _ce_probs(z, wt.detach().reshape(ctx.x_shape) + (t - t.detach()) * coef,  # noqa
+                                        ctx.reduction, ctx.factor, ctx.x_shape)
+            dx, dt = partials(fn, (z, target), grad, ctx.needs_input_grad[:2])
+            return dx, dt, None
+        logp, safe, valid, w_t, weight = saved(ctx)
+        z = input_as(ctx, 0, logp.data.reshape(ctx.x_shape))
+        fn = lambda z: _ce_classes(z, safe.data, valid.data, w_t.detach(), weight, ctx.eps,  # noqa: E731
+                                   ctx.reduction, ctx.factor, ctx.x_shape)
+        return partials(fn, (z,), grad, ctx.needs_input_grad[:1])[0], None, None
+
+    @staticmethod
+    def jvp(primals, tangents, out, ignore_index, reduction, label_smoothing):
+        x, target, weight = primals
+        if _probability_targets(x.data, target.data):
+            C = x.shape[0] if x.ndim == 1 else x.shape[1]
+            w = None if weight is None else weight.detach().reshape(_classes_shape(x.data if x.ndim > 1 else x.data[None]))
+            fn = lambda x, t: _ce_probs(  # noqa: E731
+                x, (t * (1.0 - label_smoothing) + label_smoothing / C) * (1.0 if w is None else w), reduction,
+                _factor(out, x, reduction), x.shape)
+            return composite_jvp(fn, (x, target), tangents[:2])
+        xd, _, safe, valid, w_t, _ = _class_targets(x.data, target.data, None if weight is None else weight.data,
+                                                    ignore_index)
+        fn = lambda x: _ce_classes(x, safe, valid, const(x, w_t), weight, label_smoothing, reduction,  # noqa
+                                   None if reduction != "mean" else 1.0 / float(w_t.sum()), x.shape)
+        return composite_jvp(fn, (x,), tangents[:1])
+
+
+def _factor(out, x, reduction):
+    return None if reduction != "mean" else 1.0 / (x.numel() // (x.shape[-1] if x.ndim == 1 else x.shape[1]))
+
+
+def _ce_classes(z, safe, valid, w_t, weight, eps, reduction, factor, x_shape):
+    """cross_entropy with class-index targets in minigrad ops (for higher order and forward mode)."""
+    from .activation import log_softmax
+    logp = log_softmax(z.reshape((1,) + tuple(x_shape)) if len(x_shape) == 1 else z, 1)
+    loss = -(w_t * logp.gather(1, const(z, safe[:, None])).squeeze(1))
+    if eps > 0:
+        w_b = 1.0 if weight is None else weight.detach().reshape(_classes_shape(logp))
+        smooth = -(logp * w_b).sum(dim=1) * const(z, valid.astype(logp.data.dtype))
+        loss = loss * (1.0 - eps) + smooth * (eps / logp.shape[1])
+    out = _reduce_t(loss, reduction, factor)
+    return out[0] if reduction == "none" and len(x_shape) == 1 else out
+
+
+def _ce_probs(z, wt, reduction, factor, x_shape):
+    from .activation import log_softmax
+    if len(x_shape) == 1:
+        z, wt = z.reshape((1,) + tuple(x_shape)), wt.reshape((1,) + tuple(x_shape))
+    out = _reduce_t(-(wt * log_softmax(z, 1)).sum(dim=1), reduction, factor)
+    return out[0] if reduction == "none" and len(x_shape) == 1 else out
+
 
 def _probability_targets(x, target):
     """cross_entropy's targets are class probabilities (not indices): floating, of the logits' shape."""
@@ -219,6 +287,20 @@ class NllLoss(Function):
         dx = onehot * (-(w_t * scale))[:, None]
         return dx.reshape(ctx.x_shape), None, None
 
+    @staticmethod
+    def vjp(ctx, grad):   # linear in the input: the gradient depends on grad only
+        safe, w_t = ctx.node.saved_tensors
+        scale = grad if ctx.reduction == "none" else grad * ctx.factor
+        if ctx.reduction == "none" and len(ctx.x_shape) == 1:
+            scale = scale.reshape(1)
+        onehot = ctx.xp.arange(ctx.C).reshape((1, ctx.C) + (1,) * (safe.ndim - 1)) == safe[:, None]
+        dx = const(ctx, onehot * -w_t[:, None]) * (scale.unsqueeze(1) if scale.ndim else scale)
+        return dx.reshape(ctx.x_shape), None, None
+
+    @staticmethod
+    def jvp(primals, tangents, out, ignore_index, reduction):
+        return NllLoss.apply(tangents[0], primals[1], primals[2], ignore_index=ignore_index, reduction=reduction)
+
 
 def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
     """Negative log-likelihood of log-probabilities (N, C, d1, ...) at class indices (N, d1, ...)."""
@@ -244,6 +326,18 @@ class MseLoss(Function):
         d, = ctx.saved_tensors
         g = d * (2.0 * _grad_scale(grad, ctx.reduction, ctx.factor))
         return g, (-g if ctx.needs_input_grad[1] else None)
+
+    @staticmethod
+    def vjp(ctx, grad):
+        d, = ctx.node.saved_tensors   # a - b, connected to both inputs (their values are not saved)
+        a, b = input_as(ctx, 0, d), input_as(ctx, 1, ctx.xp.zeros_like(d))
+        return partials(lambda a, b: _reduce_t((a - b) * (a - b), ctx.reduction, ctx.factor), (a, b), grad,
+                        ctx.needs_input_grad)
+
+    @staticmethod
+    def jvp(primals, tangents, out, reduction):
+        factor = None if reduction != "mean" else 1.0 / max(primals[0].numel(), primals[1].numel())
+        return composite_jvp(lambda a, b: _reduce_t((a - b) * (a - b), reduction, factor), primals, tangents)
 
 
 def _check_mse_loss(a, b):
@@ -307,6 +401,27 @@ class BinaryCrossEntropyWithLogits(Function):
         if need_pw:
             dpw = xp.broadcast_to(t * sp * sw, ctx.loss_shape)
         return dx, dt, dw, dpw
+
+    @staticmethod
+    def vjp(ctx, grad):
+        x, t, weight, pos_weight, _, _ = saved(ctx)
+        return partials(lambda *a: _bce(*a, ctx.reduction, ctx.factor), (x, t, weight, pos_weight), grad,
+                        ctx.needs_input_grad)
+
+    @staticmethod
+    def jvp(primals, tangents, out, reduction):
+        x, t, w, pw = primals
+        shape = np.broadcast_shapes(*(tuple(a.shape) for a in primals if a is not None))
+        factor = None if reduction != "mean" else 1.0 / max(int(np.prod(shape)), 1)
+        return composite_jvp(lambda *a: _bce(*a, reduction, factor), primals, tangents)
+
+
+def _bce(x, t, weight, pos_weight, reduction, factor):
+    """binary_cross_entropy_with_logits in minigrad ops (softplus(-x) in its stable form)."""
+    sp = ((-x.abs()).exp() + 1.0).log() + (-x).clamp(min=0.0)
+    lw = None if pos_weight is None else (pos_weight - 1.0) * t + 1.0
+    raw = (1.0 - t) * x + (sp if lw is None else lw * sp)
+    return _reduce_t(raw if weight is None else raw * weight, reduction, factor)
 
 
 def _check_bce_with_logits(x, t, weight, pos_weight):
