@@ -179,6 +179,9 @@ def verdict_second(case, obs, ctx):
             return Verdict.fail(v.message + f"; it is 0 everywhere: {name}.vjp's gradient is cut from x's graph "
                                 "(built from .data or NumPy arrays, or from a saved value that is not a Tensor "
                                 "of the graph): use the Tensors ctx.saved_tensors gives and minigrad ops")
+        if got.shape == hx.shape and np.allclose(got, -hx, rtol=1e-5, atol=1e-7):
+            return Verdict.fail(v.message + f"; it has the opposite sign: {name}.vjp must compute the same "
+                                "formula as backward, in Tensor ops")
         return v
     return V.compare(f"{name}: the derivative d<grad, w>/du (with respect to the upstream gradient)",
                      obs.get("hu"), hu, what="gradient", rtol=1e-5, atol=1e-7)
