@@ -1,6 +1,6 @@
 """The course's hostile corpus (hostile_course/): graded in one batch with every reference solution beside it,
 each hostile submission scores 0 for what it cheats on and keeps everything else, the references keep 100 %
-(hidden cases included), and the batch finishes with a row for everyone. Each assignment a1-a7 has a cheat
+(hidden cases included), and the batch finishes with a row for everyone. Each assignment a1-a8 has a cheat
 for each of the four causes of issue 22 (the files' headers say which part exercises which cause)."""
 import json
 import os
@@ -64,6 +64,11 @@ EXPECT = {
     "a7_routes": {"part1": STUB.format(r"minigrad\.compiler\.fusion\.find_chains"),
                   "part2/fused memory": r"credited only to a fused chain whose output is right",
                   "part3": IMPORT.format(r"autograder\.verdicts")},
+    "a8_routes": {"part1": IMPORT.format(r"autograder\.assignments\._a8_autodiff_modes\.references"),
+                  "part2": PATCH.format(r"minigrad\.autograd\.grad"),
+                  "part3": STUB.format(r"minigrad\.func\.transforms\.hessian")},
+    "a8_trivial": {"part2/second derivatives (gradgradcheck)": r"it is 0 everywhere: Tanh\.vjp's gradient is cut",
+                   "part2/a gradient penalty through Tanh": r"the penalty's gradient with respect to W"},
 }
 
 
@@ -73,7 +78,7 @@ def test_corpus_covers_every_cause_of_every_assignment():
     for p in CORPUS.glob("a*.py"):
         for m in re.finditer(r"^# (part\d) \(cause (\d)\)", p.read_text(), re.M):
             covered.setdefault(p.stem.split("_")[0], set()).add(int(m.group(2)))
-    assert covered == {f"a{i}": {1, 2, 3, 4} for i in range(1, 8)}, covered
+    assert covered == {f"a{i}": {1, 2, 3, 4} for i in range(1, 9)}, covered
 
 
 def _grade_class(folder):
@@ -117,7 +122,7 @@ def test_hostile_submissions_lose_what_they_cheat_on_and_the_references_keep_ful
     folder = tmp_path / "class"
     folder.mkdir()
     batch = _grade_class(folder)
-    assert len(batch) == 7 + len(EXPECT), sorted(batch)            # a row for everyone: the batch went through
+    assert len(batch) == len(list((ROOT / "solutions").glob("a*.ipynb"))) + len(EXPECT), sorted(batch)            # a row for everyone: the batch went through
     problems = []
     for name, row in batch.items():
         if name.startswith("ref_"):
