@@ -236,18 +236,42 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
 
 
 def _jvp_forward(fwd, func, pl, pspec, tl, has_aux):
-    """One forward pass on dual tensors (``autograd.forward_ad``)."""
+    """One forward pass on dual tensors (``autograd.forward_ad``), in a dual level of its own."""
     with fwd.dual_level():
-        duals = [fwd.make_dual(p, t) for p, t in zip(pl, tl)]
-        out, aux = _split_aux(func(*unflatten(pspec, duals)), has_aux, "jvp")
-        outs, ospec = flatten(out)
-        prim, tang = [], []
-        for y in outs:
-            pt = fwd.unpack_dual(y)
-            prim.append(pt.primal)
-            tang.append(_like.zeros_like(pt.primal) if pt.tangent is None else pt.tangent)
+        return _jvp_in_level(fwd, func, pl, pspec, tl, has_aux)
+
+
+def _jvp_in_level(fwd, func, pl, pspec, tl, has_aux):
+    duals = [fwd.make_dual(p, t) for p, t in zip(pl, tl)]
+    out, aux = _split_aux(func(*unflatten(pspec, duals)), has_aux, "jvp")
+    outs, ospec = flatten(out)
+    prim, tang = [], []
+    for y in outs:
+        pt = fwd.unpack_dual(y)
+        prim.append(pt.primal)
+        tang.append(_like.zeros_like(pt.primal) if pt.tangent is None else pt.tangent)
     res = (unflatten(ospec, prim), unflatten(ospec, tang))
     return res + (aux,) if has_aux else res
+
+
+def _columns(func, prims, basis_of, has_aux):
+    """jvp along each tangent ``basis_of`` yields: forward mode in one dual level for all of them (entering
+    a level registers a wrapper: once, not once per column); two reverse passes each where an op has no
+    JVP rule. Returns [(output, tangent output[, aux])]."""
+    fwd = _forward_ad()
+    if fwd is not None and not active_levels():
+        pl, pspec = flatten(tuple(prims))
+        try:
+            with fwd.dual_level():
+                return [_jvp_in_level(fwd, func, pl, pspec, flatten(tuple(t))[0], has_aux) for t in basis_of()]
+        except fwd.ForwardADError as e:
+            if "nested" in str(e):
+                raise ForwardOverReverseError(
+                    "jacfwd inside jvp/jacfwd: forward-mode levels do not nest in minigrad (one dual level at "
+                    "a time, as torch.autograd.forward_ad); use jacfwd(jacrev(f)) or hessian(f)") from None
+            if "no forward-mode rule" not in str(e):
+                raise
+    return [jvp(func, tuple(prims), tuple(t), has_aux=has_aux) for t in basis_of()]
 
 
 def _jvp_by_double_vjp(func, pl, pspec, tl, has_aux):
@@ -336,18 +360,21 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
             for i, x in zip(nums, xs):
                 new[i] = x
             return func(*new)
-        cols = [[] for _ in nums]   # per argument: one jvp output (a tree) per element
-        out = aux = None
-        for a, x in enumerate(prims):
-            for e in _basis(x):
-                tans = [e if b == a else _like.zeros_like(p) for b, p in enumerate(prims)]
-                res = jvp(picked, tuple(prims), tuple(tans), has_aux=has_aux)
-                out, col = res[0], res[1]
-                aux = res[2] if has_aux else None
-                cols[a].append(flatten(col)[0])
-        if out is None:
-            res = jvp(picked, tuple(prims), tuple(_like.zeros_like(p) for p in prims), has_aux=has_aux)
-            out, aux = res[0], (res[2] if has_aux else None)
+
+        def basis():
+            for a, x in enumerate(prims):
+                for e in _basis(x):
+                    yield [e if b == a else _like.zeros_like(p) for b, p in enumerate(prims)]
+        results = _columns(picked, prims, basis, has_aux)
+        if not results:
+            results = [jvp(picked, tuple(prims), tuple(_like.zeros_like(p) for p in prims), has_aux=has_aux)]
+            cols = [[] for _ in nums]
+        else:
+            sizes = [x.numel() for x in prims]
+            starts = [sum(sizes[:a]) for a in range(len(prims))]
+            cols = [[flatten(r[1])[0] for r in results[s:s + n]] for s, n in zip(starts, sizes)]
+        out = results[0][0]
+        aux = results[0][2] if has_aux else None
         outs, ospec = flatten(out)
         per_out = []
         for k, y in enumerate(outs):
@@ -365,11 +392,14 @@ def hessian(func, argnums=0):
     (forward over reverse: one forward pass per input element). Where forward mode cannot go through the
     backward graph of one of ``func``'s ops, the same matrix by reverse over reverse."""
     fwd_over_rev, rev_over_rev = jacfwd(jacrev(func, argnums), argnums), jacrev(jacrev(func, argnums), argnums)
+    fallback = []   # set once forward over reverse failed for this function: later calls go straight on
 
     @functools.wraps(func)
     def wrapper(*args):
-        try:
-            return fwd_over_rev(*args)
-        except ForwardOverReverseError:
-            return rev_over_rev(*args)
+        if not fallback:
+            try:
+                return fwd_over_rev(*args)
+            except ForwardOverReverseError:
+                fallback.append(True)
+        return rev_over_rev(*args)
     return wrapper
