@@ -24,7 +24,7 @@ from .vmap import to_levels
 
 
 class ForwardOverReverseError(AutogradError):
-    """jvp/jacfwd over grad/vjp/jacrev where forward mode does not go through the backward graph."""
+    """jvp/jacfwd inside jvp/jacfwd: forward-mode (dual) levels do not nest."""
 
 
 # --- inputs: a node of their own to differentiate at ----------------------------------------------------
@@ -76,10 +76,7 @@ class _Inputs:
             with grad_mode.enable_grad():
                 gs = _autograd_grad(outs, self.physical, cts, self.outer, what)
         if self.dual and any(g is not None and g.requires_grad and _tangent_of(g) is None for g in gs):
-            raise ForwardOverReverseError(
-                f"{what}: forward mode over this reverse-mode transform: the tangents did not go through "
-                f"autograd.grad(create_graph=True) (the backward of an op here has no forward-mode rule); "
-                f"use reverse over reverse instead, e.g. jacrev(jacrev(f))")
+            gs = self._with_tangents(gs, what)
         res = []
         for p, g in zip(self.physical, gs):
             g = _like.zeros_like(p) if g is None else g
@@ -87,6 +84,25 @@ class _Inputs:
                 g = g.detach()
             res.append(wrap(g, self.levels))
         return res
+
+
+    def _with_tangents(self, gs, what):
+        """Forward over reverse (``jvp(grad(f))``, ``jacfwd(jacrev(f))``) where the tangents did not go
+        through the backward graph: each gradient's tangent, the JVP of the gradient along the inputs'
+        tangents, by the double-vjp trick (two more reverse passes), attached with ``make_dual``."""
+        fwd = _forward_ad()
+        pairs = [(p, t) for p, t in ((p, _tangent_of(p)) for p in self.physical) if t is not None]
+        live = [i for i, g in enumerate(gs) if g is not None and g.requires_grad]
+        ws = [_like.zeros_like(gs[i]).requires_grad_(True) for i in live]
+        with grad_mode.enable_grad():
+            s = _autograd_grad([gs[i] for i in live], [p for p, _ in pairs], ws, True, what)
+            used = [(si, t) for si, (_, t) in zip(s, pairs) if si is not None and si.requires_grad]
+            tans = _autograd_grad([si for si, _ in used], ws, [t for _, t in used], False, what) if used else \
+                [None] * len(ws)
+        out = list(gs)
+        for i, w, t in zip(live, ws, tans):
+            out[i] = fwd.make_dual(gs[i], _like.zeros_like(w) if t is None else t.detach())
+        return out
 
 
 def _tangent_of(x):
@@ -389,8 +405,8 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
 
 def hessian(func, argnums=0):
     """The Hessian of a one-element output: ``jacfwd(jacrev(func, argnums), argnums)``, as torch.func
-    (forward over reverse: one forward pass per input element). Where forward mode cannot go through the
-    backward graph of one of ``func``'s ops, the same matrix by reverse over reverse."""
+    (forward over reverse: one forward pass per input element). Inside another forward-mode transform
+    (dual levels do not nest), the same matrix by reverse over reverse."""
     fwd_over_rev, rev_over_rev = jacfwd(jacrev(func, argnums), argnums), jacrev(jacrev(func, argnums), argnums)
     fallback = []   # set once forward over reverse failed for this function: later calls go straight on
 

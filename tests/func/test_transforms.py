@@ -132,6 +132,9 @@ def test_hvp_of_a_small_mlp_equals_finite_differences_of_its_gradient():
     g = grad(mlp_loss)
     _, hvp_fn = vjp(lambda *p: g(p, x, y), *params)     # reverse over reverse: O(one gradient)
     hvp = hvp_fn(vs)                                    # H v = H^T v
+    _, hvp_fwd = jvp(lambda *p: g(p, x, y), params, vs)  # forward over reverse: the same vector
+    for a, b in zip(hvp, hvp_fwd):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-10, atol=1e-12)
     eps = 1e-5
     plus = g(tuple(p + eps * v for p, v in zip(params, vs)), x, y)
     minus = g(tuple(p - eps * v for p, v in zip(params, vs)), x, y)
