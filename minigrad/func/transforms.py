@@ -236,25 +236,27 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
     for p, t in zip(pl, tl):
         if tuple(p.shape) != tuple(t.shape):
             raise ValueError(f"jvp: tangent of shape {tuple(t.shape)} for a primal of shape {tuple(p.shape)}")
+    res = _in_dual_level(lambda fwd: _jvp_in_level(fwd, func, pl, pspec, tl, has_aux))
+    return _jvp_by_double_vjp(func, pl, pspec, tl, has_aux) if res is None else res
+
+
+def _in_dual_level(run):
+    """``run(forward_ad)`` in a dual level of its own; None where forward mode can't be used (no
+    forward_ad, inside vmap, or an op without a JVP rule: the caller then uses two reverse passes)."""
     fwd = _forward_ad()
-    if fwd is not None and not active_levels():
-        try:
-            return _jvp_forward(fwd, func, pl, pspec, tl, has_aux)
-        except fwd.ForwardADError as e:
-            if "nested" in str(e):
-                raise ForwardOverReverseError(
-                    "jvp/jacfwd inside jvp/jacfwd: forward-mode levels do not nest in minigrad (one dual "
-                    "level at a time, as torch.autograd.forward_ad); use jacfwd(jacrev(f)) or hessian(f)") from None
-            if "no forward-mode rule" not in str(e):
-                raise
-            # an op of func has no JVP rule: the same numbers by two reverse passes
-    return _jvp_by_double_vjp(func, pl, pspec, tl, has_aux)
-
-
-def _jvp_forward(fwd, func, pl, pspec, tl, has_aux):
-    """One forward pass on dual tensors (``autograd.forward_ad``), in a dual level of its own."""
-    with fwd.dual_level():
-        return _jvp_in_level(fwd, func, pl, pspec, tl, has_aux)
+    if fwd is None or active_levels():
+        return None
+    try:
+        with fwd.dual_level():
+            return run(fwd)
+    except fwd.ForwardADError as e:
+        if "nested" in str(e):
+            raise ForwardOverReverseError(
+                "jvp/jacfwd inside jvp/jacfwd: forward-mode levels do not nest in minigrad (one dual level at a "
+                "time, as torch.autograd.forward_ad); use jacfwd(jacrev(f)) or hessian(f)") from None
+        if "no forward-mode rule" not in str(e):
+            raise
+        return None
 
 
 def _jvp_in_level(fwd, func, pl, pspec, tl, has_aux):
@@ -274,20 +276,10 @@ def _columns(func, prims, basis_of, has_aux):
     """jvp along each tangent ``basis_of`` yields: forward mode in one dual level for all of them (entering
     a level registers a wrapper: once, not once per column); two reverse passes each where an op has no
     JVP rule. Returns [(output, tangent output[, aux])]."""
-    fwd = _forward_ad()
-    if fwd is not None and not active_levels():
-        pl, pspec = flatten(tuple(prims))
-        try:
-            with fwd.dual_level():
-                return [_jvp_in_level(fwd, func, pl, pspec, flatten(tuple(t))[0], has_aux) for t in basis_of()]
-        except fwd.ForwardADError as e:
-            if "nested" in str(e):
-                raise ForwardOverReverseError(
-                    "jacfwd inside jvp/jacfwd: forward-mode levels do not nest in minigrad (one dual level at "
-                    "a time, as torch.autograd.forward_ad); use jacfwd(jacrev(f)) or hessian(f)") from None
-            if "no forward-mode rule" not in str(e):
-                raise
-    return [jvp(func, tuple(prims), tuple(t), has_aux=has_aux) for t in basis_of()]
+    pl, pspec = flatten(tuple(prims))
+    res = _in_dual_level(lambda fwd: [_jvp_in_level(fwd, func, pl, pspec, flatten(tuple(t))[0], has_aux)
+                                      for t in basis_of()])
+    return [jvp(func, tuple(prims), tuple(t), has_aux=has_aux) for t in basis_of()] if res is None else res
 
 
 def _jvp_by_double_vjp(func, pl, pspec, tl, has_aux):

@@ -10,7 +10,8 @@ import pytest
 from autograder.generate import render, student_notebook
 from autograder.grader import GradeOptions, grade_notebook
 from autograder.spec import ROOT, load_assignment
-from course_support import check_planted, forbidden_hits, grade_planted, result_of, scores, solution_with
+from course_support import (check_planted, execute_notebook, forbidden_hits, grade_planted, result_of, scores,
+                            solution_with)
 
 SOLUTION = ROOT / "solutions" / "a8_autodiff_modes.ipynb"
 STUDENT = ROOT / "assignments" / "a8_autodiff_modes.ipynb"
@@ -118,15 +119,9 @@ def test_broken_parts_cost_only_themselves(a8, tmp_path):
 
 @pytest.mark.notebook
 def test_solution_notebook_executes_and_self_checks_pass():
-    from nbclient import NotebookClient
-    nb = nbformat.read(SOLUTION, as_version=4)
-    nb.cells.insert(0, nbformat.v4.new_code_cell(f"import sys; sys.path.insert(0, {str(ROOT)!r})"))
-    NotebookClient(nb, timeout=120, kernel_name="python3",
-                   resources={"metadata": {"path": str(SOLUTION.parent)}}).execute()
-    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+    outputs, text = execute_notebook(SOLUTION, timeout=120)
     assert not [o for o in outputs if o.output_type == "error"]
-    text = "".join(o.get("text", "") for o in outputs)
     for part, pts in (("part1", 40), ("part2", 30), ("part3", 30)):
         assert f"a8 {part}: {pts}/{pts} points on the public tests" in text
-    assert "gradgradcheck(Tanh): True" in text
+    assert "gradgradcheck(Tanh): True" in text and "step 5: |grad|" in text
     assert sum("image/png" in o.get("data", {}) for o in outputs if o.output_type == "display_data") >= 1
