@@ -37,13 +37,18 @@ def active_sizes():
     return dict(_levels.get())
 
 
+def push_level(level, size):
+    """Enter a vmap level in this thread; returns the token ``pop_level`` takes."""
+    return _levels.set(_levels.get() + ((level, size),))
+
+
+def pop_level(token):
+    _levels.reset(token)
+
+
 def raw(t):
     """A tensor's backend array (the one place that names the storage field)."""
     return t.data
-
-
-def array_of(t):
-    return raw(t)
 
 
 class BatchedTensor(Tensor):
@@ -118,7 +123,3 @@ def wrap(physical, levels):
 def physical_of(t):
     """The plain Tensor behind ``t`` (``t`` itself when it is not batched)."""
     return t.physical if isinstance(t, BatchedTensor) else t
-
-
-def logical_ndim(t):
-    return t.ndim

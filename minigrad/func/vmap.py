@@ -22,7 +22,7 @@ from ..autograd import extensions
 from ..ops import shape as _sh
 from ..tensor import Tensor
 from . import rules, rules_nn  # noqa: F401  (rules_nn registers the nn ops' rules)
-from ._batched import BatchedTensor, VmapError, _levels, active_levels, physical_of, wrap
+from ._batched import BatchedTensor, VmapError, physical_of, pop_level, push_level, wrap
 from ._tree import broadcast_prefix, flatten, unflatten
 
 _next_level = itertools.count(1)   # level numbers, unique in the process (next() is atomic)
@@ -112,7 +112,7 @@ def _level(randomness, size):
     if outer is not None and outer.randomness != randomness:
         outer = None   # an inner vmap with another randomness: its own wrappers, innermost wins
     level = next(_next_level)
-    token = _levels.set(_levels.get() + ((level, size),))
+    token = push_level(level, size)
     if outer is None:
         s = _Session(randomness)
         stoken = _session.set(s)
@@ -125,7 +125,7 @@ def _level(randomness, size):
             ow.remove()
             fw.remove()
             _session.reset(stoken)
-        _levels.reset(token)
+        pop_level(token)
 
 
 def _enter(x, dim, level, what):

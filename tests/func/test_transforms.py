@@ -4,7 +4,6 @@ import numpy as np
 import pytest
 
 import minigrad as mg
-import minigrad.nn.functional as F
 from minigrad.func import grad, grad_and_value, hessian, jacfwd, jacrev, jvp, vjp, vmap
 
 D = mg.float64
