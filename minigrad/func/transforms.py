@@ -10,6 +10,8 @@ gradient of each example is its own (per-example gradients: ``vmap(grad(loss), i
 Reverse mode costs one backward pass per output element (``jacrev``: rows of the Jacobian), forward mode
 one forward pass per input element (``jacfwd``: columns); the lecture times the crossover.
 """
+import contextlib
+import contextvars
 import functools
 
 from .. import autograd
@@ -25,6 +27,20 @@ from .vmap import to_levels
 
 class ForwardOverReverseError(AutogradError):
     """jvp/jacfwd inside jvp/jacfwd: forward-mode (dual) levels do not nest."""
+
+
+_depth = contextvars.ContextVar("minigrad.func.depth", default=0)   # reverse transforms running, per thread
+
+
+@contextlib.contextmanager
+def _running():
+    """While a transform runs its function: an inner transform then keeps its gradient's graph, because
+    the function may close over the outer transform's inputs (a gradient penalty, MAML)."""
+    token = _depth.set(_depth.get() + 1)
+    try:
+        yield
+    finally:
+        _depth.reset(token)
 
 
 # --- inputs: a node of their own to differentiate at ----------------------------------------------------
@@ -44,7 +60,8 @@ class _Inputs:
 
     def __init__(self, leaves, what):
         self.levels, sizes = active_levels(), active_sizes()
-        self.values, self.physical, self.outer, self.dual = [], [], False, False
+        self.values, self.physical, self.dual = [], [], False
+        self.outer = _depth.get() > 0 and grad_mode.is_grad_enabled()
         for x in leaves:
             if not isinstance(x, Tensor) or x.dtype.name.startswith(("int", "uint", "bool")):
                 raise TypeError(f"{what}: can only differentiate floating-point Tensors, got "
@@ -165,7 +182,8 @@ def vjp(func, *primals, has_aux=False):
     cotangent-weighted gradient of the output; it can be called several times."""
     leaves, spec = flatten(primals)
     ins = _Inputs(leaves, "vjp")
-    out, aux = _split_aux(func(*unflatten(spec, ins.values)), has_aux, "vjp")
+    with _running():
+        out, aux = _split_aux(func(*unflatten(spec, ins.values)), has_aux, "vjp")
     outs, ospec = flatten(out)
     outs = [_physical_output(y, ins.levels, "vjp") for y in outs]
 
@@ -193,7 +211,8 @@ def grad_and_value(func, argnums=0, has_aux=False):
         new = list(args)
         for i, v in zip(nums, unflatten(spec, ins.values)):
             new[i] = v
-        out, aux = _split_aux(func(*new, **kwargs), has_aux, "grad")
+        with _running():
+            out, aux = _split_aux(func(*new, **kwargs), has_aux, "grad")
         y = _physical_output(out, ins.levels, "grad")
         if y.numel() != 1:
             raise ValueError(f"grad: the function must return a one-element tensor, got shape {tuple(y.shape)}"

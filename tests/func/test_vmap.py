@@ -224,3 +224,11 @@ def test_state_is_per_thread():
     assert seen["shape"] == (3,)
     from minigrad.autograd import extensions
     assert not [n for n in extensions.forward_wrappers.names() if n.startswith("vmap")]
+
+
+def test_detach_and_like_constructors_stay_batched():
+    a = rnd(3, 4)
+    check(lambda x: x.detach() * 2 + mg.zeros_like(x) + mg.ones_like(x), a)
+    with pytest.raises(VmapError, match="randomness"):
+        vmap(lambda x: mg.randn_like(x))(a)
+    assert tuple(vmap(lambda x: mg.randn_like(x), randomness="different")(a).shape) == (3, 4)
