@@ -10,7 +10,7 @@ BENCH_PY   := $(BENCH_VENV)/bin/python
 # it is information only, so it is filtered out (by its message) of the build backend's warnings.
 PIP_QUIET := PYTHONWARNINGS="ignore:Editable installation"
 
-.PHONY: venv test test-fast test-numpy1 test-cuda check-handouts size-budget site browser demo bench gpu-check assignments start grade release \
+.PHONY: venv test test-fast test-numpy1 test-cuda check-handouts size-budget site browser demo bench bench-compat gpu-check assignments start grade release \
 	gradescope lab clean
 
 $(STAMP): pyproject.toml
@@ -98,12 +98,17 @@ demo: $(STAMP)
 $(BENCH_VENV)/.installed: pyproject.toml
 	test -x $(BENCH_PY) || $(PYTHON) -m venv $(BENCH_VENV)
 	$(BENCH_PY) -m pip install -q --upgrade pip
-	$(BENCH_PY) -m pip install -q torch==2.13.0
-	$(PIP_QUIET) $(BENCH_PY) -m pip install -q -e '.[data]'
+	$(BENCH_PY) -m pip install -q torch==2.13.0 tensorboard requests
+	$(PIP_QUIET) $(BENCH_PY) -m pip install -q -e '.[data,plot,tensorboard]'
 	touch $@
 
 bench: $(BENCH_VENV)/.installed
 	$(BENCH_PY) benchmarks/overhead.py
+
+# The compatibility programs (tests/compat) on PyTorch and on minigrad: end to end, and losses and
+# gradients in lockstep from the same weights (tensorboard and requests: what the programs import).
+bench-compat: $(BENCH_VENV)/.installed
+	$(BENCH_PY) benchmarks/compat_compare.py
 
 # On a machine with an NVIDIA GPU: cuda tests + GPU benchmarks with that machine's own python3 and packages
 # (no installs, no network). Results land in $${OUT:-results}/.

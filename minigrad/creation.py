@@ -147,6 +147,38 @@ def randperm(n, generator=None, dtype=None, device=None):
 
 
 @outside_apply
+def multinomial(input, num_samples, replacement=False, *, generator=None):
+    """Draw ``num_samples`` category indices per row of ``input`` (1-D or 2-D non-negative weights, not
+    necessarily normalised); int64, on ``input``'s device. Without replacement a category is drawn at
+    most once per row (so ``num_samples`` may not exceed the categories with non-zero weight)."""
+    if not isinstance(input, Tensor) or input.ndim not in (1, 2):
+        raise ArgumentError(f"multinomial: input must be a 1-D or 2-D tensor of weights, got "
+                            f"{getattr(input, 'shape', type(input).__name__)}")
+    w = np.asarray(input.detach().numpy(), dtype=np.float64)
+    rows = w.reshape(1, -1) if w.ndim == 1 else w
+    if not np.all(np.isfinite(rows)) or np.any(rows < 0):
+        raise ArgumentError("multinomial: probability tensor contains either inf, nan or an element < 0")
+    n = int(num_samples)
+    if n <= 0:
+        raise ArgumentError(f"multinomial: num_samples must be positive, got {num_samples}")
+    rng = host_rng(generator)
+    out = np.empty((rows.shape[0], n), dtype=np.int64)
+    for i, row in enumerate(rows):
+        total = row.sum()
+        if total <= 0:
+            raise ArgumentError(f"multinomial: row {i} of the weights sums to 0 (shape {tuple(input.shape)})")
+        if replacement:   # inverse CDF: one uniform number per sample
+            out[i] = np.searchsorted(np.cumsum(row), rng.random(n) * total, side="right")
+            out[i] = np.minimum(out[i], row.size - 1)
+        else:
+            if n > np.count_nonzero(row):
+                raise ArgumentError(f"multinomial: cannot draw {n} samples without replacement from row {i}, "
+                                    f"which has {np.count_nonzero(row)} categories of non-zero weight")
+            out[i] = rng.choice(row.size, size=n, replace=False, p=row / total)
+    return _from_host(out.reshape(n) if w.ndim == 1 else out, dtypes.int64, input.device, False)
+
+
+@outside_apply
 def rand_like(t, generator=None, dtype=None, device=None, requires_grad=False):
     d, dev = _like(t, dtype, device)
     return rand(*t.shape, generator=generator, dtype=d, device=dev, requires_grad=requires_grad)

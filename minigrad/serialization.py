@@ -2,8 +2,10 @@
 
 What can be saved: nested dicts (``str``/``int``/``float``/``bool``/``None`` keys), lists and tuples of
 tensors, NumPy arrays and NumPy scalars, and plain ``str``/``int``/``float``/``bool``/``None`` values (and
-minigrad dtypes) -- a model's ``state_dict()``, an optimizer's, an epoch counter, a config. Anything else
-(a whole Module, a function, an arbitrary object) is refused when saving, with the path to it.
+minigrad dtypes) -- a model's ``state_dict()``, an optimizer's, an epoch counter, a config -- and whole
+objects (a Module, a config object, a function held as a value: ``serialization_objects.py``, which loads
+them only when their classes are allowed, PyTorch's ``weights_only`` rule). Anything else (a lambda, a
+bound method, an object without attributes) is refused when saving, with the path to it.
 
 Format, version 1 (see ``docs/CHECKPOINT_FORMAT.md``). A checkpoint is a ZIP archive, i.e. a NumPy
 ``.npz`` file, holding:
@@ -58,11 +60,14 @@ import numpy as np
 
 from ._version import __version__
 from .backend import dtypes as _dtypes
+from . import serialization_objects as _objects
 from .backend.device import Device, device as _device
-from .errors import CheckpointError, DeviceError
+from .errors import CheckpointError, DeviceError, MinigradError
+from .serialization_objects import add_safe_globals, clear_safe_globals, get_safe_globals, safe_globals
 from .tensor import Tensor, tensor
 
-__all__ = ["save", "load", "load_metadata", "CheckpointError", "FORMAT_NAME", "FORMAT_VERSION"]
+__all__ = ["save", "load", "load_metadata", "CheckpointError", "FORMAT_NAME", "FORMAT_VERSION", "add_safe_globals",
+           "clear_safe_globals", "get_safe_globals", "safe_globals"]
 
 FORMAT_NAME = "minigrad.checkpoint"
 FORMAT_VERSION = 1
@@ -75,6 +80,7 @@ class _Encoder:
         self.array_meta = {}  # ref -> {"dtype", "shape"}
         self._refs = {}      # id(obj) -> ref, to store shared tensors once
         self._keep = []      # keep encoded objects alive so their ids stay unique
+        self.objects = {}    # id(obj) -> (object id, obj): whole objects (serialization_objects.py)
 
     def _add_array(self, obj, array):
         ref = self._refs.get(id(obj))
@@ -104,7 +110,8 @@ class _Encoder:
         if isinstance(obj, Tensor):
             host = obj.data if obj.device.type == "cpu" and isinstance(obj.data, np.ndarray) else np.asarray(obj)
             return {"type": "tensor", "ref": self._add_array(obj, host), "dtype": obj.dtype.name,
-                    "device": str(obj.device), "requires_grad": bool(obj.requires_grad)}
+                    "device": str(obj.device), "requires_grad": bool(obj.requires_grad),
+                    **_objects.tensor_flags(obj)}
         if isinstance(obj, np.ndarray):
             if obj.dtype.hasobject or obj.dtype.kind == "V":
                 raise CheckpointError(f"save: {where} is a NumPy array of dtype {obj.dtype}; object and "
@@ -128,12 +135,7 @@ class _Encoder:
         if isinstance(obj, (list, tuple)):
             kind = "tuple" if isinstance(obj, tuple) else "list"
             return {"type": kind, "items": [self.encode(v, f"{where}[{i}]") for i, v in enumerate(obj)]}
-        hint = ""
-        if hasattr(obj, "state_dict"):
-            hint = f"; save its state_dict() instead (mg.save(x.state_dict(), path))"
-        raise CheckpointError(f"save: cannot store {type(obj).__name__} at {where}: checkpoints hold nested "
-                              f"dicts/lists/tuples of tensors, NumPy arrays, numbers, strings, bools and None"
-                              f"{hint}")
+        return _objects.encode(self, obj, where)   # a Module, a config object, a function, a set
 
 
 def _write_array(zf, name, array):
@@ -266,7 +268,8 @@ class _Decoder:
         self.name = name
         self.device = device
         self._arrays = {}
-        self._objects = {}
+        self.objects = {}        # decoded tensors and whole objects, by ref / id (shared ones load once)
+        self.weights_only = True
 
     def fail(self, msg):
         raise CheckpointError(f"load: {self.name}: corrupt checkpoint metadata: {msg}")
@@ -324,8 +327,8 @@ class _Decoder:
     def _tensor(self, node):
         ref = node.get("ref")
         key = ("tensor", ref)
-        if key in self._objects:
-            return self._objects[key]
+        if key in self.objects:
+            return self.objects[key]
         arr = self.array(ref)
         try:
             dtype = _dtypes.to_dtype(node["dtype"])
@@ -341,7 +344,8 @@ class _Decoder:
                               f"here ({e}); pass device='cpu' to load them elsewhere") from e
         if node.get("requires_grad") is True and dtype.is_floating_point:
             t.requires_grad_(True)
-        self._objects[key] = t
+        t = _objects.restore_tensor(self, t, node)
+        self.objects[key] = t
         return t
 
     def decode(self, node, depth=0):
@@ -396,6 +400,8 @@ class _Decoder:
                     self.fail(f"dict key of type {type(key).__name__}")
                 out[key] = self.decode(v, depth + 1)
             return out
+        if kind in _objects.KINDS:
+            return _objects.decode(self, node, depth)
         self.fail(f"unknown node type {kind!r}")
 
 
@@ -456,12 +462,14 @@ def load_metadata(f):
         return _read_meta(npz, name)
 
 
-def load(f, *, device=None, map_location=None):
+def load(f, *, device=None, map_location=None, weights_only=True):
     """Load what ``save`` stored in ``f`` (a path or a readable binary file object).
 
     Tensors come back on the device they were saved from, or on ``device`` (``map_location`` is accepted
     as PyTorch's name for it), with their dtype and ``requires_grad``. Never runs code from the file:
-    a pickle, a foreign, truncated or corrupt file raises ``CheckpointError``.
+    a pickle, a foreign, truncated or corrupt file raises ``CheckpointError``. Whole objects (a saved
+    Module) load only if their classes are allowed (``add_safe_globals``/``safe_globals``, as PyTorch's
+    ``weights_only=True``, the default); ``weights_only=False`` imports any class the file names.
     """
     if device is not None and map_location is not None:
         raise CheckpointError("load: pass device or map_location, not both")
@@ -474,6 +482,7 @@ def load(f, *, device=None, map_location=None):
     with npz:
         meta = _read_meta(npz, name)
         decoder = _Decoder(npz, meta["arrays"], name, _device(device) if device is not None else None)
+        decoder.weights_only = bool(weights_only)
         try:
             return decoder.decode(meta["tree"])
         except RecursionError as e:

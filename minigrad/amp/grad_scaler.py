@@ -21,14 +21,19 @@ Usage, as in PyTorch::
     scaler.update()
 
 Differences from PyTorch: the scale is a Python float on the host, not a one-element device tensor (the
-inf check already syncs once per device per step); there is no ``device`` argument. The inf flags stay on
+inf check already syncs once per device per step). ``device`` defaults to None: one scaler serves the
+gradients of every device (PyTorch's default is 'cuda', which disables the scaler on a machine without a
+GPU, while the course uses loss scaling on the CPU). As in PyTorch, ``GradScaler('cuda')`` (and
+``mg.cuda.amp.GradScaler()``) on a machine without a usable GPU warns and disables itself. The inf flags stay on
 each device until all its gradients are checked (one fused pass per gradient on GPU: unscale and check in
 one read, ``cuda_kernels.amp_unscale_``), then each device is read once.
 """
 import enum
+import warnings
 
 import numpy as np
 
+from ..backend import cuda as _backend_cuda
 from ..backend.device import get_backend
 from ..errors import ArgumentError, DTypeError, MinigradError
 
@@ -49,8 +54,8 @@ class GradScalerError(MinigradError, RuntimeError):
 
 
 class GradScaler:
-    def __init__(self, init_scale=2.0 ** 16, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000,
-                 enabled=True):
+    def __init__(self, device=None, init_scale=2.0 ** 16, growth_factor=2.0, backoff_factor=0.5,
+                 growth_interval=2000, enabled=True):
         if not growth_factor > 1.0:
             raise ArgumentError(f"GradScaler: growth_factor must be > 1, got {growth_factor}")
         if not 0.0 < backoff_factor < 1.0:
@@ -59,7 +64,8 @@ class GradScaler:
             raise ArgumentError(f"GradScaler: growth_interval must be a positive int, got {growth_interval!r}")
         if not init_scale > 0:
             raise ArgumentError(f"GradScaler: init_scale must be > 0, got {init_scale}")
-        self._enabled = bool(enabled)
+        self._device = device
+        self._enabled = bool(enabled) and _scaler_usable(device)
         self._scale = float(init_scale)
         self._growth_factor, self._backoff_factor = float(growth_factor), float(backoff_factor)
         self._growth_interval = growth_interval
@@ -166,6 +172,15 @@ class GradScaler:
     def __repr__(self):
         return (f"GradScaler(scale={self.get_scale()}, growth_tracker={self._growth_tracker}, "
                 f"enabled={self._enabled})")
+
+
+def _scaler_usable(device):
+    """PyTorch's rule: a scaler meant for 'cuda' on a machine without a usable GPU warns and disables
+    itself (the program then trains in float32, where no loss scaling is needed)."""
+    if device is None or str(device).split(":")[0] != "cuda" or _backend_cuda.probe()[0] is not None:
+        return True
+    warnings.warn("GradScaler is enabled, but CUDA is not available.  Disabling.", UserWarning, stacklevel=3)
+    return False
 
 
 def _unscale_grads(optimizer, inv_scale):

@@ -24,7 +24,7 @@ _local = _Local()
 
 def topological_order(roots, stop=None):
     """Nodes reachable from ``roots``, each before the nodes it depends on (reverse DFS post-order).
-    ``stop``: nodes listed but not walked past (``higher_order.partials``: a subgraph's own inputs)."""
+    ``stop``: nodes listed but not walked past (``GraphCtx.partials``: a subgraph's own inputs)."""
     order, visited = [], set()
     for root in roots:
         if root in visited:
@@ -253,7 +253,7 @@ def _roots(tensors, grad_tensors, what, create_graph=False):
 def _sweep(roots, retain_graph, create_graph, capture=None):
     if create_graph:
         with _backward_pass():
-            higher_order.run_backward_graph(roots, retain_graph, capture, _run_graph_hooks, _check_versions)
+            higher_order.Sweep(topological_order, _run_graph_hooks, _check_versions).run(roots, retain_graph, capture)
     else:
         run_backward(roots, retain_graph, capture)
 

@@ -126,4 +126,15 @@ def _forward_ad(op, args, kwargs, run):
         if tangent.data.dtype != out.data.dtype:
             tangent = tangent.to(out.dtype)
         out._fw = (level, tangent)
+    if out.grad_fn is not None:   # for create_graph's sweep: its saved inputs and output get these back
+        out.grad_fn._fw_tangents = (level, tangents, tangent)   # (higher_order.saved_tensors)
     return out
+
+
+def saved_tangent(node, index):
+    """The tangent (at the level in force) of ``node``'s input ``index`` (-1: its output) when the node was
+    recorded inside that level, else None: forward-over-reverse differentiates backward's formulas."""
+    fw = getattr(node, "_fw_tangents", None)
+    if fw is None or fw[0] != _current.get():
+        return None
+    return fw[2] if index < 0 else fw[1][index]

@@ -241,8 +241,10 @@ class Function:
         if ctx.device is not device:  # the op put its result on another device (device transfer)
             device = ctx.device
             be = get_backend(device)
-        if type(out) is not be.array_type:
-            out = be.asarray(out)
+        if type(out) is not be.array_type:   # a NumPy scalar (a 0-d result): saved as itself too
+            scalar, out = out, be.asarray(out)
+            if ctx._saved and ctx._unpack is None:
+                ctx._saved = tuple(out if s is scalar else s for s in ctx._saved)
         if LEGACY_PROMOTION and out.dtype.char == "d" and not cls.exact_dtype:
             out = _undo_legacy_promotion(out, raw)
         computed = out

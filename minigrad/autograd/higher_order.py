@@ -19,8 +19,8 @@ in-place checks, accumulation), with Tensor arithmetic instead of array arithmet
 replaced by ``grad + new`` (out of place, so it stays differentiable) instead of ``+=``.
 """
 from ..errors import AutogradError, GradientError
-from . import function, grad_mode
-from .function import AccumulateGrad
+from . import forward_ad, function, grad_mode
+from .function import AccumulateGrad, Function
 
 
 class DoubleBackwardError(AutogradError):
@@ -29,10 +29,11 @@ class DoubleBackwardError(AutogradError):
 
 class GraphCtx:
     """What a ``vjp`` receives as ``ctx``: the node's options and flags as they are (``ctx.dim``,
-    ``ctx.needs_input_grad``), its saved arrays as Tensors of the graph (``saved_tensors``)."""
+    ``ctx.needs_input_grad``), its saved arrays as Tensors of the graph (``saved_tensors``), and two helpers
+    for ops whose backward is a fused kernel: ``partials`` and ``input_as``."""
 
-    def __init__(self, node):
-        self.node = node
+    def __init__(self, node, sweep):
+        self.node, self.sweep = node, sweep
 
     def __getattr__(self, name):   # options forward() stored on the node (ctx.dim, ctx.index...)
         return getattr(self.node, name)
@@ -40,6 +41,59 @@ class GraphCtx:
     @property
     def saved_tensors(self):
         return saved_tensors(self.node)
+
+    def partials(self, fn, inputs, grad, needs):
+        """The vector-Jacobian product of ``fn`` (the op's forward written in minigrad ops) at ``inputs``
+        (Tensors of the graph, or other values) with ``grad``, as Tensors of the graph. ``needs``: which
+        inputs want a gradient. Each goes through its own ``Alias`` node where the sweep stops, so the result
+        is the partial derivative for that argument only (the same tensor passed twice gets two)."""
+        Tensor = function.Tensor
+        with grad_mode.enable_grad():
+            args = [Alias.apply(x) if need and isinstance(x, Tensor) and x.requires_grad else x
+                    for x, need in zip(inputs, needs)]
+            out = fn(*args)
+            capture = {a.grad_fn: None for a, x in zip(args, inputs) if a is not x}
+            if out.requires_grad and capture:
+                self.sweep.run([(out.grad_fn, grad)], True, capture, stop=True)
+        return tuple(capture.get(a.grad_fn) if a is not x else None for a, x in zip(args, inputs))
+
+    def input_as(self, index, value):
+        """A Tensor with the values ``value`` (an array, or a broadcast of one) in the place of the op's input
+        ``index`` in the graph (what reaches it reaches that input): for ops that saved something computed
+        from an input instead of the input, where the derivatives are the same at both (log_softmax's
+        output for its logits)."""
+        node = self.node
+        edge = node._next[index]
+        if edge is not None and tuple(value.shape) != tuple(edge[1]):   # a broadcast of the input: undo it
+            shape = tuple(edge[1])
+            lead = value.ndim - len(shape)
+            value = value[(0,) * lead + tuple(slice(0, 1) if n == 1 else slice(None) for n in shape)]
+        t = function.Tensor._make(value, node.device)
+        if edge is not None:
+            t.requires_grad = True
+            if type(edge[0]) is AccumulateGrad:
+                t._acc = edge[0]
+            else:
+                t.grad_fn = edge[0]
+        return t
+
+
+class Alias(Function):
+    """The identity as a node of its own (``GraphCtx.partials`` marks an op's inputs with it)."""
+
+    @staticmethod
+    def forward(ctx, a):
+        return a
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+
+    vjp = backward
+
+    @staticmethod
+    def jvp(primals, tangents, out):
+        return tangents[0]
 
 
 def saved_tensors(node):
@@ -55,6 +109,8 @@ def saved_tensors(node):
             continue
         t = Tensor._make(s, node.device)
         index = origin.get(position)
+        if index is not None and s.dtype.kind == "f" and forward_ad.saved_tangent(node, index) is not None:
+            t._fw = (forward_ad._current.get(), forward_ad.saved_tangent(node, index))
         if index is not None and s.dtype.kind == "f":
             source = node if index < 0 else node._next[index][0] if node._next[index] is not None else None
             if source is not None:
@@ -67,27 +123,7 @@ def saved_tensors(node):
     return tuple(out)
 
 
-def input_as(ctx, index, value):
-    """A Tensor with the values ``value`` (an array) in the place of the op's input ``index`` in the graph
-    (what reaches it reaches that input): for ops that saved something computed from an input instead of
-    the input itself, where the derivatives are the same at both (log_softmax's output for its logits)."""
-    node = ctx.node
-    edge = node._next[index]
-    if edge is not None and tuple(value.shape) != tuple(edge[1]):   # a broadcast of the input: undo it
-        shape = tuple(edge[1])
-        lead = value.ndim - len(shape)
-        value = value[(0,) * lead + tuple(slice(0, 1) if n == 1 else slice(None) for n in shape)]
-    t = function.Tensor._make(value, node.device)
-    if edge is not None:
-        t.requires_grad = True
-        if type(edge[0]) is AccumulateGrad:
-            t._acc = edge[0]
-        else:
-            t.grad_fn = edge[0]
-    return t
-
-
-def graph_vjp(node, grad):
+def graph_vjp(node, grad, sweep):
     """One node's backward on Tensors (with grad mode on, so the result is a graph)."""
     vjp = type(node).vjp
     if vjp is None:
@@ -95,7 +131,7 @@ def graph_vjp(node, grad):
             f"{node.name}: this op has no differentiable backward, so create_graph=True (gradients of "
             f"gradients, gradgradcheck, hessian) can't go through it")
     with grad_mode.enable_grad():
-        return vjp(GraphCtx(node), grad)
+        return vjp(GraphCtx(node, sweep), grad)
 
 
 def as_graph_grad(g, like):
@@ -127,46 +163,53 @@ def _conform(g, shape, dtype, node, i):
     return g
 
 
-def run_backward_graph(roots, retain_graph, capture, run_hooks, check_versions, stop=False):
-    """``engine.run_backward`` with ``create_graph=True``: ``roots`` are (node, grad Tensor) pairs.
-    ``stop``: gradients end at the captured nodes (the sweep does not go past them)."""
-    from .engine import topological_order
-    pending = {}
-    for node, g in roots:
-        pending[node] = pending[node] + g if node in pending else g
-    with grad_mode.enable_grad():
-        for node in topological_order([n for n, _ in roots], capture if stop else None):
-            grad = pending.pop(node, None)
-            if grad is None:
-                continue
-            if node._pre_hooks:
-                grad = run_hooks(node, grad)
-            if capture is not None and node in capture:
-                capture[node] = grad
-                if stop:
+class Sweep:
+    """The backward sweep of ``create_graph=True`` (``engine.run_backward`` on Tensors). The engine hands it
+    its own pieces (topological order, tensor hooks, the in-place check), so this module needs no import of
+    the engine (which imports it)."""
+
+    def __init__(self, order, run_hooks, check_versions):
+        self.order, self.run_hooks, self.check_versions = order, run_hooks, check_versions
+
+    def run(self, roots, retain_graph, capture=None, stop=False):
+        """``roots``: (node, grad Tensor) pairs. ``capture``: {node: None}, filled with the gradients reaching
+        those nodes instead of accumulating into leaves (``autograd.grad``); ``stop``: they end there."""
+        pending = {}
+        for node, g in roots:
+            pending[node] = pending[node] + g if node in pending else g
+        with grad_mode.enable_grad():
+            for node in self.order([n for n, _ in roots], capture if stop else None):
+                grad = pending.pop(node, None)
+                if grad is None:
                     continue
-            if type(node) is AccumulateGrad:
-                if capture is None:
-                    _accumulate(node, grad)
-                continue
-            if node._versions:
-                check_versions(node)
-            input_grads = graph_vjp(node, grad)
-            if not retain_graph:
-                node._saved = None
-            if type(input_grads) is not tuple:
-                input_grads = (input_grads,)
-            if len(input_grads) != len(node._next):
-                raise GradientError(f"{node.name}: vjp returned {len(input_grads)} gradients for "
-                                    f"{len(node._next)} inputs")
-            for i, edge in enumerate(node._next):
-                g = input_grads[i]
-                if edge is None or g is None:
+                if node._pre_hooks:
+                    grad = self.run_hooks(node, grad)
+                if capture is not None and node in capture:
+                    capture[node] = grad
+                    if stop:
+                        continue
+                if type(node) is AccumulateGrad:
+                    if capture is None:
+                        _accumulate(node, grad)
                     continue
-                child, shape, dtype = edge
-                g = _conform(g, shape, dtype, node, i)
-                waiting = pending.get(child)
-                pending[child] = g if waiting is None else waiting + g
+                if node._versions:
+                    self.check_versions(node)
+                input_grads = graph_vjp(node, grad, self)
+                if not retain_graph:
+                    node._saved = None
+                if type(input_grads) is not tuple:
+                    input_grads = (input_grads,)
+                if len(input_grads) != len(node._next):
+                    raise GradientError(f"{node.name}: vjp returned {len(input_grads)} gradients for "
+                                        f"{len(node._next)} inputs")
+                for i, edge in enumerate(node._next):
+                    g = input_grads[i]
+                    if edge is None or g is None:
+                        continue
+                    child, shape, dtype = edge
+                    g = _conform(g, shape, dtype, node, i)
+                    waiting = pending.get(child)
+                    pending[child] = g if waiting is None else waiting + g
 
 
 def _accumulate(node, grad):
@@ -178,28 +221,3 @@ def _accumulate(node, grad):
     for hook in getattr(t, "_post_acc_hooks", None) or ():
         hook(t)
 
-
-def partials(fn, inputs, grad, needs):
-    """The vector-Jacobian product of ``fn`` (an op's forward written in minigrad ops) at ``inputs`` (Tensors
-    of the graph, or other values) with ``grad``, as Tensors of the graph: how an op whose backward is a
-    fused array kernel (conv, pooling, norms, attention, losses) gets its ``vjp``. ``needs``: which inputs
-    want a gradient. Each such input goes through its own ``Alias`` node and the sweep stops there, so the
-    result is the partial derivative for that argument only (the same tensor passed twice gets two)."""
-    from ..ops._rules import Alias
-    Tensor = function.Tensor
-    with grad_mode.enable_grad():
-        args = [Alias.apply(x) if need and isinstance(x, Tensor) and x.requires_grad else x
-                for x, need in zip(inputs, needs)]
-        out = fn(*args)
-        capture = {a.grad_fn: None for a, x in zip(args, inputs) if a is not x}
-        run_backward_graph([(out.grad_fn, grad)], True, capture, _hooks_unused, _no_check, stop=True) \
-            if out.requires_grad and capture else None
-    return tuple(capture.get(a.grad_fn) if a is not x else None for a, x in zip(args, inputs))
-
-
-def _hooks_unused(node, g):
-    return g
-
-
-def _no_check(node):
-    pass

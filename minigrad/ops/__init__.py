@@ -19,4 +19,6 @@ from .reduce import (MaxResult, MinResult, amax, amin, argmax, argmin, cumsum, l
 from .shape import (broadcast_to, cat, chunk, concat, concatenate, expand, expand_as, flatten, flip, narrow, pad,
                     permute, repeat, reshape, split, squeeze, stack, swapaxes, t, transpose, tril, triu, unflatten,
                     unsqueeze, view)
+from .shape import roll
+from .sort import SortResult, TopkResult, argsort, sort, topk
 from .transfer import to_device

@@ -101,3 +101,19 @@ def share_version(out, src):
         out._version_counter = src._version_counter
         out._is_view = True
     return out
+
+
+# --- floating-point edge cases ---------------------------------------------------------------------
+def quiet():
+    """``with quiet():`` around maths whose edge cases are part of the op (log(0) = -inf, a gradient
+    g / 2 sqrt(0) = inf, a fully masked softmax row = NaN): NumPy would warn there, PyTorch is silent. Only
+    where it is cheap next to the op's work; an ordinary ``x / 0`` still warns (an errstate costs ~1 us, as
+    much as a small division)."""
+    return np.errstate(divide="ignore", invalid="ignore", over="ignore")
+
+
+def shape_arg(shape):
+    """``f(2, 3)`` and ``f((2, 3))`` alike: a tuple of ints."""
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    return tuple(int(s) for s in shape)

@@ -1,7 +1,6 @@
 """Helpers of the beyond-first-order rules each op defines beside its backward (who uses them: every ops
 module): ``vjp(ctx, grad)`` (backward in Tensor ops, for ``create_graph``: autograd/higher_order.py) and
 ``jvp(primals, tangents, out, **options)`` (forward mode: autograd/forward_ad.py)."""
-from ..autograd.function import Function
 from ..tensor_base import TensorBase as Tensor
 
 
@@ -39,21 +38,6 @@ def zeros_for(tangents, primals):
     whose JVP is the op itself applied to the tangents (cat, stack)."""
     return [t if t is not None else Tensor._make(p.device.xp.zeros_like(p.data), p.device)
             for t, p in zip(tangents, primals)]
-
-
-class Alias(Function):
-    """The identity as a node of its own (``higher_order.partials`` marks an op's inputs with it)."""
-
-    @staticmethod
-    def forward(ctx, a):
-        return a
-
-    @staticmethod
-    def backward(ctx, grad):
-        return grad
-
-    vjp = backward
-    jvp = linear
 
 
 def composite_jvp(fn, primals, tangents):

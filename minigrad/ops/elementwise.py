@@ -1,4 +1,4 @@
-"""Elementwise ops: arithmetic, unary maths, clamp, maximum/minimum, where, cast and clone.
+"""Elementwise ops: arithmetic, unary maths, cast and clone (clamp, maximum/minimum and where: select.py).
 
 Inputs may broadcast; the engine sums gradients back to each input's shape. A Python number is an operand
 like a tensor (``Add.apply(t, 2.0)``): NumPy broadcasts it, and backward returns None for it. The public
@@ -7,13 +7,13 @@ PyTorch has and NumPy lacks: an int tensor with a Python float (or int / int) gi
 """
 import math
 
-from ..autograd.extensions import outside_apply
 from ..autograd.function import Function
 from ..backend import dtypes
-from ..errors import ArgumentError, DTypeError
 from ..tensor_base import TensorBase as Tensor  # every Tensor is one (tensor.py imports ops)
-from ._args import NUMBER, PY_NUMBERS, as_tensor_like, operand, wrap
-from ._rules import const, linear_jvp, tsum
+from ._args import PY_NUMBERS, operand, quiet
+from ._rules import linear_jvp, tsum
+from .select import (Clamp, Maximum, Minimum, Where, clamp, clip, maximum, minimum,  # noqa: F401  (re-exported:
+                     where)                                      # ops/__init__.py, the fusion table)
 
 
 def _default_float(out, *inputs):
@@ -133,8 +133,9 @@ class Div(Function):
     @staticmethod
     def backward(ctx, grad):
         a, b = ctx.saved_tensors
-        ga = grad / b if ctx.needs_input_grad[0] else None
-        gb = -grad * a / (b * b) if ctx.needs_input_grad[1] else None
+        with quiet():    # b = 0 gives inf gradients silently, as in PyTorch (forward already warned)
+            ga = grad / b if ctx.needs_input_grad[0] else None
+            gb = -grad * a / (b * b) if ctx.needs_input_grad[1] else None
         return ga, gb
 
     vjp = backward
@@ -183,12 +184,21 @@ class Pow(Function):
 
     @staticmethod
     def forward(ctx, a, b):
-        out = a ** b
+        if type(b) in PY_NUMBERS and b >= 0 and float(b).is_integer():
+            out = a ** b
+        else:
+            with quiet():   # 0 ** -1 = inf, (-1) ** 0.5 = nan: silent, as in PyTorch
+                out = a ** b
         ctx.save_for_backward(a, b, out)
         return out
 
     @staticmethod
     def backward(ctx, grad):
+        with quiet():       # the gradient at a = 0 of a ** 0.5 (norm, std at 0) is inf
+            return Pow._backward(ctx, grad)
+
+    @staticmethod
+    def _backward(ctx, grad):
         a, b, out = ctx.saved_tensors
         xp = ctx.xp
         ga = gb = None
@@ -281,12 +291,14 @@ class Log(Function):
     @staticmethod
     def forward(ctx, a):
         ctx.save_for_backward(a)
-        return ctx.xp.log(a)
+        with quiet():       # log(0) = -inf (masks: log(tril(ones))), log(-1) = nan: silent, as in PyTorch
+            return ctx.xp.log(a)
 
     @staticmethod
     def backward(ctx, grad):
         a, = ctx.saved_tensors
-        return grad / a
+        with quiet():
+            return grad / a
 
     @staticmethod
     def vjp(ctx, grad):
@@ -312,7 +324,8 @@ class Sqrt(Function):
     @staticmethod
     def backward(ctx, grad):
         out, = ctx.saved_tensors
-        return grad / (2 * out)
+        with quiet():       # sqrt's slope at 0 is inf: silent, as in PyTorch
+            return grad / (2 * out)
 
     @staticmethod
     def vjp(ctx, grad):
@@ -329,7 +342,8 @@ sqrt = _unary(Sqrt)
 
 
 def rsqrt(a):
-    return div(1.0, sqrt(a))
+    """1 / sqrt(a), as a ** -0.5: one op, and rsqrt(0) = inf silently, as in PyTorch."""
+    return pow(a, -0.5)
 
 
 class Abs(Function):
@@ -405,174 +419,6 @@ class Cos(Function):
 
 
 cos = _unary(Cos)
-
-
-# --- clamp, maximum/minimum, where -----------------------------------------------------------------
-class Clamp(Function):
-    """Gradient flows to ``a`` where min <= a <= max (PyTorch's convention at the boundaries); tensor
-    bounds get the gradient where they were the value chosen (clamp = minimum(maximum(a, lo), hi))."""
-
-    @staticmethod
-    def forward(ctx, a, lo, hi):
-        ctx.save_for_backward(a)
-        ctx.lo, ctx.hi = lo, hi
-        return ctx.xp.clip(a, lo, hi)
-
-    @staticmethod
-    def backward(ctx, grad):
-        above_lo, below_hi = _clamp_masks(ctx.xp, ctx.saved_tensors[0], ctx.lo, ctx.hi)
-        _, need_lo, need_hi = ctx.needs_input_grad
-        return (grad * (above_lo & below_hi), grad * (~above_lo & below_hi) if need_lo else None,
-                grad * ~below_hi if need_hi else None)
-
-    @staticmethod
-    def vjp(ctx, grad):
-        above_lo, below_hi = _clamp_masks(ctx.xp, ctx.node.saved_tensors[0], ctx.lo, ctx.hi)
-        _, need_lo, need_hi = ctx.needs_input_grad
-        pick = lambda mask: where(const(ctx, mask), grad, 0.0)  # noqa: E731
-        return (pick(above_lo & below_hi), pick(~above_lo & below_hi) if need_lo else None,
-                pick(~below_hi) if need_hi else None)
-
-    @staticmethod
-    def jvp(primals, tangents, out):
-        (a, lo, hi), (ta, tlo, thi) = primals, tangents
-        xp = a.device.xp
-        above_lo, below_hi = _clamp_masks(xp, a.data, _raw(lo), _raw(hi))
-        pick = lambda mask, t: None if t is None else where(const(a, mask), t, 0.0)  # noqa
-        return tsum(pick(above_lo & below_hi, ta), pick(~above_lo & below_hi, tlo), pick(~below_hi, thi))
-
-
-def _clamp_masks(xp, a, lo, hi):
-    """Where ``a`` (an array) is >= lo, and where the lower-clamped value is <= hi (PyTorch's ties)."""
-    above_lo = xp.ones(a.shape, bool) if lo is None else a >= lo
-    below_hi = xp.ones(a.shape, bool) if hi is None else (a if lo is None else xp.maximum(a, lo)) <= hi
-    return above_lo, below_hi
-
-
-def _raw(x):
-    return x.data if isinstance(x, Tensor) else x
-
-
-def clamp(a, min=None, max=None):
-    """Bounds are numbers or tensors (differentiable); at least one must be given."""
-    if min is None and max is None:
-        raise ArgumentError("clamp: at least one of min and max must be given")
-    lo = min if min is None or isinstance(min, NUMBER) else operand(min, a)
-    hi = max if max is None or isinstance(max, NUMBER) else operand(max, a)
-    return Clamp.apply(a, lo, hi)
-
-
-clip = clamp
-
-
-def _pick_backward(ctx, grad, first_wins):
-    """Gradient of maximum/minimum: to the input that was picked; ties split it equally (as PyTorch)."""
-    a, b = ctx.saved_tensors
-    share = first_wins(a, b) + (a == b) * 0.5
-    return grad * share.astype(grad.dtype), grad * (1 - share).astype(grad.dtype)
-
-
-def _pick_vjp(ctx, grad, first_wins):
-    a, b = ctx.node.saved_tensors
-    share = const(ctx, (first_wins(a, b) + (a == b) * 0.5).astype(grad.data.dtype))
-    return grad * share, grad * (1 - share)
-
-
-def _pick_jvp(primals, tangents, first_wins):
-    (a, b), (ta, tb) = primals, tangents
-    ra, rb = _raw(a), _raw(b)
-    share = const(a, (first_wins(ra, rb) + (ra == rb) * 0.5).astype(a.data.dtype))
-    return tsum(None if ta is None else ta * share, None if tb is None else tb * (1 - share))
-
-
-class Maximum(Function):
-    @staticmethod
-    def forward(ctx, a, b):
-        ctx.save_for_backward(a, b)
-        return ctx.xp.maximum(a, b)
-
-    @staticmethod
-    def backward(ctx, grad):
-        return _pick_backward(ctx, grad, lambda a, b: a > b)
-
-    @staticmethod
-    def vjp(ctx, grad):
-        return _pick_vjp(ctx, grad, lambda a, b: a > b)
-
-    @staticmethod
-    def jvp(primals, tangents, out):
-        return _pick_jvp(primals, tangents, lambda a, b: a > b)
-
-
-def maximum(a, b):
-    return Maximum.apply(a, operand(b, a))
-
-
-class Minimum(Function):
-    @staticmethod
-    def forward(ctx, a, b):
-        ctx.save_for_backward(a, b)
-        return ctx.xp.minimum(a, b)
-
-    @staticmethod
-    def backward(ctx, grad):
-        return _pick_backward(ctx, grad, lambda a, b: a < b)
-
-    @staticmethod
-    def vjp(ctx, grad):
-        return _pick_vjp(ctx, grad, lambda a, b: a < b)
-
-    @staticmethod
-    def jvp(primals, tangents, out):
-        return _pick_jvp(primals, tangents, lambda a, b: a < b)
-
-
-def minimum(a, b):
-    return Minimum.apply(a, operand(b, a))
-
-
-class Where(Function):
-    @staticmethod
-    def forward(ctx, cond, a, b):
-        ctx.save_for_backward(cond)
-        return ctx.xp.where(cond, a, b)
-
-    @staticmethod
-    def backward(ctx, grad):
-        cond, = ctx.saved_tensors
-        _, need_a, need_b = ctx.needs_input_grad
-        zero = grad.dtype.type(0)
-        return (None, ctx.xp.where(cond, grad, zero) if need_a else None,
-                ctx.xp.where(cond, zero, grad) if need_b else None)
-
-    @staticmethod
-    def vjp(ctx, grad):
-        cond, = ctx.saved_tensors
-        _, need_a, need_b = ctx.needs_input_grad
-        return None, where(cond, grad, 0.0) if need_a else None, where(cond, 0.0, grad) if need_b else None
-
-    @staticmethod
-    def jvp(primals, tangents, out):
-        cond, a, b = primals
-        _, ta, tb = tangents
-        zero = 0.0
-        return tsum(None if ta is None else where(cond, ta, zero), None if tb is None else where(cond, zero, tb))
-
-
-@outside_apply
-def where(condition, a, b):
-    """``a`` where ``condition`` (a bool tensor) holds, else ``b``; numbers broadcast."""
-    ref = next((x for x in (a, b, condition) if isinstance(x, Tensor)), None)
-    if ref is None:
-        raise ArgumentError("where: at least one argument must be a Tensor")
-    cond = condition if isinstance(condition, Tensor) else as_tensor_like(condition, ref)
-    if cond.data.dtype.kind != "b":
-        raise DTypeError(f"where: condition must be a bool tensor, got {cond.dtype}")
-    a = operand(a, ref)
-    b = operand(b, ref)
-    if not isinstance(a, Tensor) and not isinstance(b, Tensor):
-        return wrap(cond.device.xp.where(cond.data, a, b), cond.device)
-    return Where.apply(cond, a, b)
 
 
 # --- dtype and copies ------------------------------------------------------------------------------

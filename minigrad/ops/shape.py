@@ -11,17 +11,12 @@ from ..autograd.function import Function
 from ..backend import dtypes
 from ..errors import ArgumentError, AutogradError, OpIndexError, ShapeError
 from ..tensor_base import TensorBase as Tensor  # every Tensor is one (tensor.py imports ops)
-from ._args import dim_arg, dim_of, norm_dim, norm_dims, share_version, wrap
+from ._args import dim_arg, dim_of, norm_dim, norm_dims, shape_arg, share_version, wrap
 from ._rules import linear, zeros_for
 from .elementwise import clone
 from .indexing import getitem
-
-
-def _shape_arg(shape):
-    """``f(2, 3)`` and ``f((2, 3))`` alike: a tuple of ints."""
-    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
-        shape = tuple(shape[0])
-    return tuple(int(s) for s in shape)
+from .shape_copy import (  # noqa: F401  (re-exported: ops/__init__.py, the mixin below)
+    Pad, Repeat, Roll, Tril, Flip, pad, repeat, roll, tril, triu, flip)
 
 
 # --- reshape and views -----------------------------------------------------------------------------
@@ -40,7 +35,7 @@ class Reshape(Function):
 
 
 def reshape(a, *shape):
-    shape = _shape_arg(shape)
+    shape = shape_arg(shape)
     size = a.data.size
     known = math.prod(s for s in shape if s != -1)
     if shape.count(-1) > 1 or (shape.count(-1) == 0 and known != size) or \
@@ -145,7 +140,7 @@ class Permute(Function):
 
 
 def permute(a, *dims):
-    dims = _shape_arg(dims)
+    dims = shape_arg(dims)
     if sorted(norm_dim(d, a.ndim, "permute") for d in dims) != list(range(a.ndim)):
         raise ShapeError(f"permute: dims {dims} are not a permutation of the {a.ndim} dims of a tensor "
                          f"of shape {tuple(a.shape)}")
@@ -168,7 +163,7 @@ class Expand(Function):
 
 
 def expand(a, *sizes):
-    sizes = _shape_arg(sizes)
+    sizes = shape_arg(sizes)
     if len(sizes) < a.ndim:
         raise ShapeError(f"expand: the number of sizes ({len(sizes)}) must be >= the number of dims "
                          f"({a.ndim}) of a tensor of shape {tuple(a.shape)}")
@@ -335,128 +330,6 @@ def chunk(a, chunks, dim=0):
         raise ArgumentError(f"chunk: chunks must be positive, got {chunks}")
     dim = dim_of(a, dim, "chunk")
     return split(a, max(-(-a.shape[dim] // chunks), 1), dim)
-
-
-# --- padding, tiling, triangles, flips -------------------------------------------------------------
-class Pad(Function):
-    """Constant padding; ``widths`` is NumPy's ((before, after), ...) per dim."""
-
-    @staticmethod
-    def forward(ctx, a, *, widths, value):
-        ctx.slices = tuple(slice(b, b + n) for (b, _), n in zip(widths, a.shape))
-        return ctx.xp.pad(a, widths, mode="constant", constant_values=value)
-
-    @staticmethod
-    def backward(ctx, grad):
-        return grad[ctx.slices]
-
-    vjp = backward
-
-    @staticmethod
-    def jvp(primals, tangents, out, widths, value):
-        return Pad.apply(tangents[0], widths=widths, value=0.0)   # the padding is constant
-
-
-def pad(a, pad, mode="constant", value=0.0):
-    """PyTorch order: ``pad=(left, right, top, bottom, ...)`` starting from the last dim."""
-    if mode != "constant":
-        raise ArgumentError(f"pad: only mode='constant' is supported, got {mode!r}")
-    if len(pad) % 2 or len(pad) // 2 > a.ndim:
-        raise ArgumentError(f"pad: padding {tuple(pad)} must have an even length of at most 2*{a.ndim}")
-    widths = [(0, 0)] * a.ndim
-    for i in range(len(pad) // 2):
-        lo, hi = int(pad[2 * i]), int(pad[2 * i + 1])
-        if lo < 0 or hi < 0:
-            raise ArgumentError("pad: negative padding is not supported")
-        widths[a.ndim - 1 - i] = (lo, hi)
-    return Pad.apply(a, widths=tuple(widths), value=value)
-
-
-class Repeat(Function):
-    """Tile ``a`` ``reps`` times per dim (PyTorch's ``repeat``)."""
-
-    @staticmethod
-    def forward(ctx, a, *, reps):
-        ctx.padded_shape = (1,) * (len(reps) - a.ndim) + a.shape
-        ctx.in_shape = a.shape
-        ctx.reps = reps
-        return ctx.xp.tile(a, reps)
-
-    @staticmethod
-    def backward(ctx, grad):
-        split = []
-        for r, s in zip(ctx.reps, ctx.padded_shape):
-            split += [r, s]
-        g = grad.reshape(split).sum(axis=tuple(range(0, len(split), 2)))
-        return g.reshape(ctx.in_shape)
-
-    vjp = backward
-    jvp = linear
-
-
-def repeat(a, *sizes):
-    sizes = _shape_arg(sizes)
-    if len(sizes) < a.ndim:
-        raise ShapeError(f"repeat: number of repeat dims ({len(sizes)}) can not be smaller than the "
-                         f"number of tensor dims ({a.ndim})")
-    return Repeat.apply(a, reps=sizes)
-
-
-class Tril(Function):
-    """The lower (``upper=False``) or upper triangle from ``diagonal`` on; the rest is zero."""
-
-    @staticmethod
-    def forward(ctx, a, *, diagonal, upper):
-        ctx.diagonal, ctx.upper = diagonal, upper
-        return ctx.xp.triu(a, diagonal) if upper else ctx.xp.tril(a, diagonal)
-
-    @staticmethod
-    def backward(ctx, grad):
-        xp = ctx.xp
-        return xp.triu(grad, ctx.diagonal) if ctx.upper else xp.tril(grad, ctx.diagonal)
-
-    @staticmethod
-    def vjp(ctx, grad):
-        return Tril.apply(grad, diagonal=ctx.diagonal, upper=ctx.upper)
-
-    jvp = linear
-
-
-def _triangle(a, diagonal, upper):
-    if a.ndim < 2:
-        op = "triu" if upper else "tril"
-        raise ShapeError(f"{op}: input must have at least 2 dims, got shape {tuple(a.shape)}")
-    return Tril.apply(a, diagonal=diagonal, upper=upper)
-
-
-def tril(a, diagonal=0):
-    return _triangle(a, diagonal, False)
-
-
-def triu(a, diagonal=0):
-    return _triangle(a, diagonal, True)
-
-
-class Flip(Function):
-    @staticmethod
-    def forward(ctx, a, *, dims):
-        ctx.dims = dims
-        return ctx.xp.flip(a, dims)
-
-    @staticmethod
-    def backward(ctx, grad):
-        return ctx.xp.flip(grad, ctx.dims)
-
-    @staticmethod
-    def vjp(ctx, grad):
-        return Flip.apply(grad, dims=ctx.dims)
-
-    jvp = linear
-
-
-def flip(a, dims):
-    dims = norm_dims(tuple(dims) if isinstance(dims, (list, tuple)) else (dims,), a.ndim, "flip")
-    return Flip.apply(a, dims=dims)
 
 
 class ShapeMethods:

@@ -11,7 +11,7 @@ import math
 
 from ..errors import ArgumentError
 from ..tensor import Tensor
-from .optimizer import Optimizer, axpy_, state_tensor
+from .optimizer import Optimizer, state_tensor
 
 
 def adam_update(xp, p, g, m, v, v_max, step, lr, beta1, beta2, eps, weight_decay, decoupled, maximize):
@@ -24,11 +24,14 @@ def adam_update(xp, p, g, m, v, v_max, step, lr, beta1, beta2, eps, weight_decay
             p *= 1 - lr * weight_decay
         else:
             g = p * weight_decay + g
+    # one full-size temporary serves every product (axpy_ would make a second one for a * x)
+    tmp = xp.multiply(g, 1 - beta1)
     m *= beta1
-    axpy_(xp, 1 - beta1, g, m)
-    tmp = xp.multiply(g, g)                         # the one full-size temporary
+    m += tmp
+    xp.multiply(g, g, out=tmp)
+    tmp *= 1 - beta2
     v *= beta2
-    axpy_(xp, 1 - beta2, tmp, v)
+    v += tmp
     if v_max is not None:
         xp.maximum(v_max, v, out=v_max)
         v = v_max
@@ -38,7 +41,8 @@ def adam_update(xp, p, g, m, v, v_max, step, lr, beta1, beta2, eps, weight_decay
     tmp /= bias_correction2_sqrt
     tmp += eps
     xp.divide(m, tmp, out=tmp)
-    axpy_(xp, -lr / bias_correction1, tmp, p)
+    tmp *= -lr / bias_correction1
+    p += tmp
 
 
 def adam_update_fused(xp, p, g, m, v, v_max, step, lr, beta1, beta2, eps, weight_decay, decoupled, maximize):

@@ -177,6 +177,31 @@ def test_random_sampler_replacement_and_num_samples():
     assert len(draws) == 12 and sorted(draws[:5]) == list(range(5)) and sorted(draws[5:10]) == list(range(5))
 
 
+def test_random_sampler_draws_lazily_so_an_endless_epoch_costs_nothing_up_front():
+    """makemore's loader: RandomSampler(replacement=True, num_samples=int(1e10)) must start at once
+    (drawing every index up front needed 74 GiB), and a loader over it yields batches as usual."""
+    import itertools
+    import time
+    from minigrad.utils.data import DataLoader
+    g = mg.Generator().manual_seed(0)
+    t0 = time.perf_counter()
+    s = RandomSampler(range(7), replacement=True, num_samples=int(1e10), generator=g)
+    first = list(itertools.islice(iter(s), 100))
+    assert time.perf_counter() - t0 < 1.0 and len(s) == 10 ** 10 and set(first) <= set(range(7))
+    # the same seed gives the same stream whichever way it is consumed
+    again = list(itertools.islice(iter(RandomSampler(range(7), replacement=True, num_samples=100,
+                                                     generator=mg.Generator().manual_seed(0))), 100))
+    assert first == again
+    s = RandomSampler(range(3), num_samples=10 ** 12, generator=g)          # permutations, one at a time
+    head = list(itertools.islice(iter(s), 6))
+    assert sorted(head[:3]) == [0, 1, 2] and sorted(head[3:]) == [0, 1, 2]
+    data = mg.arange(7)
+    loader = DataLoader(data, batch_size=4, sampler=RandomSampler(data, replacement=True,
+                                                                  num_samples=int(1e10)))
+    batch = next(iter(loader))
+    assert tuple(batch.shape) == (4,) and bool(((batch >= 0) & (batch < 7)).all())
+
+
 def test_subset_random_and_weighted_samplers():
     s = SubsetRandomSampler([10, 20, 30], generator=mg.Generator().manual_seed(0))
     assert sorted(s) == [10, 20, 30]

@@ -85,7 +85,7 @@ def test_generate_rejects_bad_input(gpt):
 
 
 def test_attention_cache_argument_errors():
-    attn = nn.MultiheadAttention(8, 2)
+    attn = nn.MultiheadAttention(8, 2, batch_first=True)
     x = mg.randn(1, 3, 8)
     cache = infer.KVCache(1, 1, 2, 4, 8)
     with pytest.raises(ArgumentError, match="is_causal"):

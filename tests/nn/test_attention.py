@@ -47,6 +47,7 @@ def mha_ref(mha, q_in, k_in, v_in, masked=None, add=None):
 
 
 def _mha(E=8, H=2, device=None, **kw):
+    kw.setdefault("batch_first", True)        # the references below are written for (N, L, E)
     m = nn.MultiheadAttention(E, H, dtype=mg.float64, device=device, **kw)
     with mg.no_grad():  # non-zero biases so the reference checks them
         m.in_proj_bias.normal_()
@@ -56,6 +57,7 @@ def _mha(E=8, H=2, device=None, **kw):
 
 def test_mha_parameters_init_and_state_dict_names(device):
     m = nn.MultiheadAttention(16, 4, device=device)
+    assert m.batch_first is False                                  # PyTorch's default: (L, N, E)
     assert list(m.state_dict()) == ["in_proj_weight", "in_proj_bias", "out_proj.weight", "out_proj.bias"]
     assert m.in_proj_weight.shape == (48, 16)
     bound = math.sqrt(6 / (48 + 16))
@@ -164,7 +166,7 @@ def test_mha_dropout_only_in_training(device):
 
 
 def test_mha_separate_kdim_vdim(device):
-    m = nn.MultiheadAttention(8, 2, kdim=5, vdim=3, dtype=mg.float64, device=device)
+    m = nn.MultiheadAttention(8, 2, kdim=5, vdim=3, dtype=mg.float64, device=device, batch_first=True)
     assert m.in_proj_weight is None and m.k_proj_weight.shape == (8, 5)
     assert set(m.state_dict()) == {"q_proj_weight", "k_proj_weight", "v_proj_weight", "in_proj_bias",
                                    "out_proj.weight", "out_proj.bias"}

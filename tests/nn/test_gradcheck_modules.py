@@ -46,7 +46,7 @@ def test_gradcheck_batchnorm_training(device):
 
 @pytest.mark.parametrize("need_weights", [True, False])
 def test_gradcheck_multihead_attention_causal(need_weights, device):
-    mha = nn.MultiheadAttention(4, 2)
+    mha = nn.MultiheadAttention(4, 2, batch_first=True)
     with mg.no_grad():
         mha.in_proj_bias.normal_()
 
@@ -61,7 +61,7 @@ def test_gradcheck_multihead_attention_causal(need_weights, device):
 
 
 def test_gradcheck_cross_attention_with_padding_mask(device):
-    mha = nn.MultiheadAttention(4, 2)
+    mha = nn.MultiheadAttention(4, 2, batch_first=True)
     kpm = mg.tensor(np.array([[False, False, True], [False, False, False]]), device=device)
 
     class Wrap(nn.Module):

@@ -29,7 +29,8 @@ def _groups(model, **kw):
 
 @pytest.mark.parametrize("cls,kw", [(optim.SGD, dict(lr=0.1, momentum=0.9)), (optim.Adam, dict(lr=0.01, amsgrad=True)),
                                     (optim.AdamW, dict(lr=0.01)),
-                                    (optim.RMSprop, dict(lr=0.01, momentum=0.5, centered=True))])
+                                    (optim.RMSprop, dict(lr=0.01, momentum=0.5, centered=True)),
+                                    (optim.Adadelta, dict(lr=0.5, weight_decay=0.01))])
 def test_resume_matches_uninterrupted_training(cls, kw, device):
     ref = _model(device)
     ref_opt = cls(_groups(ref), **kw)

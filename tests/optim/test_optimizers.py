@@ -1,4 +1,4 @@
-"""SGD, Adam, AdamW and RMSprop against written-out NumPy loops of PyTorch's update formulas (float64,
+"""SGD, Adam, AdamW, RMSprop and Adadelta against written-out NumPy loops of PyTorch's update formulas (float64,
 several steps, param groups with different learning rates and options)."""
 import math
 
@@ -70,7 +70,21 @@ def ref_rmsprop(p, grads, lr, alpha=0.99, eps=1e-8, weight_decay=0.0, momentum=0
     return p
 
 
-REFS = {optim.SGD: ref_sgd, optim.Adam: ref_adam, optim.RMSprop: ref_rmsprop,
+def ref_adadelta(p, grads, lr, rho=0.9, eps=1e-6, weight_decay=0.0, maximize=False):
+    v = np.zeros_like(p)
+    u = np.zeros_like(p)
+    for g in grads:
+        g = -g if maximize else g
+        if weight_decay:
+            g = g + weight_decay * p
+        v = rho * v + (1 - rho) * g * g
+        delta = np.sqrt(u + eps) / np.sqrt(v + eps) * g
+        u = rho * u + (1 - rho) * delta * delta
+        p = p - lr * delta
+    return p
+
+
+REFS = {optim.SGD: ref_sgd, optim.Adadelta: ref_adadelta, optim.Adam: ref_adam, optim.RMSprop: ref_rmsprop,
         optim.AdamW: lambda p, g, lr, weight_decay=1e-2, **kw: ref_adam(p, g, lr, weight_decay=weight_decay,
                                                                         decoupled=True, **kw)}
 
@@ -93,6 +107,8 @@ CASES = [
     (optim.RMSprop, dict(momentum=0.9)),
     (optim.RMSprop, dict(momentum=0.5, centered=True, weight_decay=0.1, alpha=0.9)),
     (optim.RMSprop, dict(maximize=True)),
+    (optim.Adadelta, dict()),
+    (optim.Adadelta, dict(rho=0.5, eps=1e-3, weight_decay=0.1, maximize=True)),
 ]
 
 

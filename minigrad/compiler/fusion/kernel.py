@@ -234,5 +234,35 @@ class FusedElementwise(Function):
         grads = iter(grads if isinstance(grads, tuple) else (grads,))
         return tuple(next(grads) if w else None for w in wanted)
 
+    # Beyond first order: the chain replayed op by op (each one differentiable again), then differentiated
+    @staticmethod
+    def vjp(ctx, grad):
+        return ctx.partials(lambda *xs: replay(ctx.kernel, xs), ctx.saved_tensors, grad, ctx.needs_input_grad)
+
+    @staticmethod
+    def jvp(primals, tangents, out, kernel):
+        from ...ops._rules import composite_jvp
+        return composite_jvp(lambda *xs: replay(kernel, xs), primals, tangents)
+
+
+def replay(kernel, inputs):
+    """The chain as the ops it fused, applied to ``inputs`` (Tensors): what higher order and forward mode
+    differentiate (the generated kernels compute first-order gradients only)."""
+    from .table import RULES, _signature
+    op_of = {id(rule): op for op, rule in RULES.items()}
+    values = []
+    for step in kernel.steps:
+        op = op_of[id(step.rule)]
+        operands = [inputs[ref] if kind == "in" else values[ref] if kind == "v" else float(ref)
+                    for kind, ref in step.operands]
+        args, kwargs = [], {}
+        for param, value in zip(list(_signature(op).parameters.values())[1:], operands + list(step.attrs)):
+            if param.kind is param.KEYWORD_ONLY:
+                kwargs[param.name] = value
+            else:
+                args.append(value)
+        values.append(op.apply(*args, **kwargs))
+    return values[-1]
+
 
 __all__ = ["FusedKernel", "FusedElementwise", "Step"]

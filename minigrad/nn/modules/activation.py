@@ -1,6 +1,11 @@
-"""Activation layers: ReLU, LeakyReLU, GELU, Sigmoid, Tanh, SiLU, Softmax, LogSoftmax."""
+"""Activation layers: ReLU, LeakyReLU, GELU, Sigmoid, Tanh, SiLU, Softmax, LogSoftmax.
+
+PyTorch also keeps MultiheadAttention in ``torch.nn.modules.activation``; programs that name it by that
+path (e.g. in a ``safe_globals`` list) find minigrad's here.
+"""
 from .. import functional as F
 from ..module import Module
+from .attention import MultiheadAttention  # noqa: F401  (PyTorch's module path)
 
 
 class ReLU(Module):

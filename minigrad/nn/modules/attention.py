@@ -1,10 +1,10 @@
 """MultiheadAttention on top of ``F.scaled_dot_product_attention``.
 
 Parameters and their names follow PyTorch (``in_proj_weight`` (3E, E), ``in_proj_bias``, ``out_proj``), so
-state dicts map one to one. Differences from ``torch.nn.MultiheadAttention``:
+state dicts map one to one. Inputs are (L, N, E) by default, as in PyTorch; ``batch_first=True`` takes
+(N, L, E) (what minigrad's own models use); unbatched (L, E) also works. Differences from
+``torch.nn.MultiheadAttention``:
 
-* ``batch_first=True`` is the default: inputs are (N, L, E) (``batch_first=False``: (L, N, E); unbatched
-  (L, E) also works).
 * ``is_causal=True`` without ``attn_mask`` builds the causal mask itself (PyTorch requires the mask too);
   with ``attn_mask`` both apply (a position is kept only if both allow it).
 * ``key`` and ``value`` default to ``query`` (self-attention).
@@ -40,7 +40,7 @@ class MultiheadAttention(Module):
     contiguous ``LayerKVCache`` or a view of the paged pool.
     """
 
-    def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, kdim=None, vdim=None, batch_first=True,
+    def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, kdim=None, vdim=None, batch_first=False,
                  device=None, dtype=None):
         super().__init__()
         if embed_dim <= 0 or num_heads <= 0:

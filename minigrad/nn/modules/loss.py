@@ -1,4 +1,5 @@
-"""Losses as modules: CrossEntropyLoss, NLLLoss, MSELoss, BCEWithLogitsLoss (``loss_fn(input, target)``).
+"""Losses as modules: CrossEntropyLoss, NLLLoss, MSELoss, L1Loss, SmoothL1Loss, HuberLoss, BCELoss,
+BCEWithLogitsLoss (``loss_fn(input, target)``).
 
 A per-class ``weight`` (and BCE's ``pos_weight``) is a buffer, so it follows ``.to(device)`` and is saved in
 ``state_dict`` as in PyTorch.
@@ -64,6 +65,42 @@ class MSELoss(_Loss):
 
     def forward(self, input, target):
         return F.mse_loss(input, target, reduction=self.reduction)
+
+
+class L1Loss(_Loss):
+    """mean (or sum, or none) of |input - target|."""
+
+    def forward(self, input, target):
+        return F.l1_loss(input, target, reduction=self.reduction)
+
+
+class SmoothL1Loss(_Loss):
+    """0.5 d^2 / beta where |d| < beta, |d| - 0.5 beta elsewhere (d = input - target)."""
+
+    def __init__(self, reduction="mean", beta=1.0):
+        super().__init__(reduction)
+        self.beta = beta
+
+    def forward(self, input, target):
+        return F.smooth_l1_loss(input, target, reduction=self.reduction, beta=self.beta)
+
+
+class HuberLoss(_Loss):
+    """0.5 d^2 where |d| <= delta, delta (|d| - 0.5 delta) elsewhere (d = input - target)."""
+
+    def __init__(self, reduction="mean", delta=1.0):
+        super().__init__(reduction)
+        self.delta = delta
+
+    def forward(self, input, target):
+        return F.huber_loss(input, target, reduction=self.reduction, delta=self.delta)
+
+
+class BCELoss(_WeightedLoss):
+    """Binary cross-entropy of probabilities (after a sigmoid); ``weight`` rescales each element."""
+
+    def forward(self, input, target):
+        return F.binary_cross_entropy(input, target, weight=self.weight, reduction=self.reduction)
 
 
 class BCEWithLogitsLoss(_Loss):

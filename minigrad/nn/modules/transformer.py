@@ -2,6 +2,9 @@
 
     x = x + dropout(attn(ln1(x)))
     x = x + dropout(mlp(ln2(x)))        mlp = Linear(d, d_ff) -> GELU -> Linear(d_ff, d)
+
+PyTorch's nn.Transformer family lives in ``transformer_layers.py``; it is re-exported here because PyTorch
+programs name it by this module's path (``torch.nn.modules.transformer.TransformerEncoderLayer``).
 """
 from collections import OrderedDict
 
@@ -12,6 +15,8 @@ from .dropout import Dropout
 from .linear import Linear
 from .normalization import LayerNorm
 from ..module import Module
+from .transformer_layers import (Transformer, TransformerDecoder, TransformerDecoderLayer,  # noqa: F401
+                                 TransformerEncoder, TransformerEncoderLayer)
 
 
 class TransformerBlock(Module):

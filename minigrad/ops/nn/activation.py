@@ -5,10 +5,11 @@ Constants are Python floats so float32 inputs stay float32 (a NumPy float64 scal
 import math
 import warnings
 
+from ...autograd.extensions import outside_apply
 from ...autograd.function import Function
-from ...errors import ArgumentError
+from ...errors import ArgumentError, ShapeError
 from ...random import host_rng
-from .._args import norm_dim
+from .._args import norm_dim, quiet, wrap
 from ._util import erf
 from .._rules import const
 from ..elementwise import where
@@ -303,8 +304,9 @@ class Softmax(Function):
             e = ctx.fused.softmax(x, dim)
             ctx.save_for_backward(e)
             return e
-        e = xp.exp(x - x.max(axis=dim, keepdims=True))
-        e /= e.sum(axis=dim, keepdims=True)
+        with quiet():       # a fully masked row (all -inf) is NaN, silently, as in PyTorch
+            e = xp.exp(x - x.max(axis=dim, keepdims=True))
+            e /= e.sum(axis=dim, keepdims=True)
         ctx.save_for_backward(e)
         return e
 
@@ -347,8 +349,9 @@ class LogSoftmax(Function):
             out = ctx.fused.log_softmax(x, dim)
             ctx.save_for_backward(out)
             return out
-        shifted = x - x.max(axis=dim, keepdims=True)
-        shifted -= xp.log(xp.exp(shifted).sum(axis=dim, keepdims=True))
+        with quiet():       # a fully masked row (all -inf) is NaN, silently, as in PyTorch
+            shifted = x - x.max(axis=dim, keepdims=True)
+            shifted -= xp.log(xp.exp(shifted).sum(axis=dim, keepdims=True))
         ctx.save_for_backward(shifted)
         return shifted
 
@@ -428,6 +431,51 @@ def dropout(input, p=0.5, training=True, inplace=False, generator=None):
     return Dropout.apply(input, p=p, generator=generator)
 
 
+def _feature_dropout(input, p, training, batched, generator=None):
+    """Channel-wise dropout: one draw per (sample, channel) -- dims 0 and 1 of a batched input, dim 0 of
+    an unbatched one -- broadcast over the rest, kept ones scaled by 1 / (1 - p). The mask is ``Dropout``
+    of a ones array (its draws from the same generator), so the gradient is input's times the mask."""
+    if not training or p == 0.0:
+        return input
+    lead = tuple(input.shape[:2] if batched else input.shape[:1])
+    ones = wrap(input.device.xp.ones(lead, dtype=input.data.dtype), input.device)
+    mask = Dropout.apply(ones, p=p, generator=generator)
+    return input * mask.reshape(lead + (1,) * (input.ndim - len(lead)))
+
+
+@outside_apply
+def dropout1d(input, p=0.5, training=True, inplace=False):
+    """Zero whole channels of (N, C, L) or unbatched (C, L) inputs."""
+    p = check_dropout_p("dropout1d", p)
+    if input.ndim not in (2, 3):
+        raise ShapeError(f"dropout1d: expected a 2-D or 3-D input, got shape {tuple(input.shape)}")
+    return _feature_dropout(input, p, training, input.ndim == 3)
+
+
+@outside_apply
+def dropout2d(input, p=0.5, training=True, inplace=False):
+    """Zero whole channels of (N, C, H, W) inputs. Like PyTorch, dims 0 and 1 are (N, C) whatever the
+    number of dims (a 3-D input gets 1-D channel dropout, with PyTorch's warning)."""
+    p = check_dropout_p("dropout2d", p)
+    if input.ndim not in (3, 4):
+        warnings.warn(f"dropout2d: received a {input.ndim}-D input; dropout2d exists for 3-D or 4-D inputs "
+                      f"(channel-wise dropout over 2 spatial dims); use dropout1d or dropout", UserWarning,
+                      stacklevel=2)
+    elif input.ndim == 3:
+        warnings.warn("dropout2d: received a 3-D input and assuming that channel-wise 1-D dropout is "
+                      "desired (input read as (N, C, L)), as PyTorch does; use dropout1d to say so", UserWarning,
+                      stacklevel=2)
+    return _feature_dropout(input, p, training, True)
+
+
+@outside_apply
+def dropout3d(input, p=0.5, training=True, inplace=False):
+    """Zero whole channels of (N, C, D, H, W) or unbatched (C, D, H, W) inputs."""
+    p = check_dropout_p("dropout3d", p)
+    if input.ndim not in (4, 5):
+        warnings.warn(f"dropout3d: received a {input.ndim}-D input; it expects 4-D or 5-D inputs", UserWarning,
+                      stacklevel=2)
+    return _feature_dropout(input, p, training, input.ndim != 4)
 class ActivationMethods:
     """Tensor's activation methods (``x.relu()``, ``x.softmax(-1)``): a mixin of ``Tensor``."""
     __slots__ = ()

@@ -16,11 +16,10 @@ from ...backend.gemm import matmul
 from ...errors import ArgumentError, DTypeError, ShapeError
 from ...random import host_rng
 from ...autograd.forward_ad import ForwardADError
-from ...autograd.higher_order import partials
 from .._rules import composite_jvp, const
 from ._util import save, saved
 from .activation import check_dropout_p
-from .flash_attention import flash_attention
+from .flash_attention import attention_in_ops, flash_attention
 
 
 class ScaledDotProductAttention(Function):
@@ -85,7 +84,7 @@ class ScaledDotProductAttention(Function):
     def vjp(ctx, grad):
         q, k, v, _, drop, mask = saved(ctx)
         fn = lambda q, k, v, mask: attention_in_ops(q, k, v, mask, ctx.scale, ctx.causal, drop)  # noqa: E731
-        return partials(fn, (q, k, v, mask), grad, ctx.needs_input_grad[:4])
+        return ctx.partials(fn, (q, k, v, mask), grad, ctx.needs_input_grad[:4])
 
     @staticmethod
     def jvp(primals, tangents, out, dropout_p, is_causal, scale, generator):
@@ -101,25 +100,6 @@ class ScaledDotProductAttention(Function):
         scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
         return composite_jvp(lambda q, k, v, m: attention_in_ops(q, k, v, m, scale, is_causal, drop), primals,
                              tangents)
-
-
-def attention_in_ops(q, k, v, mask, scale, causal, drop=None):
-    """softmax(q k^T * scale + mask) (* drop) @ v in minigrad ops, with this module's semantics (a fully
-    masked row gives zeros): what both attention ops differentiate for higher order and forward mode."""
-    from ..elementwise import where
-    from .activation import softmax
-    s = (q @ k.transpose(-1, -2)) * scale
-    xp = s.device.xp
-    L, S = s.shape[-2:]
-    if causal:
-        s = s.masked_fill(const(s, xp.triu(xp.ones((L, S), dtype=bool), 1)), -xp.inf)
-    elif mask is not None and mask.data.dtype.kind == "b":
-        s = s.masked_fill(const(s, ~mask.data), -xp.inf)
-    elif mask is not None:
-        s = s + mask
-    alive = const(s, xp.isfinite(s.data).any(axis=-1, keepdims=True))   # rows with a position to attend
-    p = where(alive, softmax(where(alive, s, 0.0), -1), 0.0)
-    return (p if drop is None else p * drop) @ v
 
 
 def _check_attention(q, k, v, attn_mask, is_causal):

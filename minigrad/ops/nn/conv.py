@@ -113,9 +113,12 @@ class _ConvNd(Function):
             yg, y = y, ctx.empty((N,) + out + (O,), x.dtype)
             y.reshape(NL, G, Og)[...] = yg.swapaxes(0, 1)
         y = xp.moveaxis(y, -1, 1)                       # (N, O, *out): a view of channels-last memory
-        # the columns, not x, are what dW needs: saved, they spare backward a second im2col; x is kept
-        # for the second derivative (vjp), usually at no cost (the previous ReLU or pool saved it too)
-        ctx.save_for_backward(weight, cols if ctx.needs_input_grad[1] else None, x_in)
+        # the columns, not x, are what dW needs: saved, they spare backward a second im2col. x is kept for
+        # the second derivative (vjp), usually at no cost (the previous ReLU or pool saved it too): itself
+        # when it requires grad (then changing it in place is refused, as PyTorch does), else a view (the
+        # first-order gradients, which read the columns, stay right if it changes in place)
+        ctx.save_for_backward(weight, cols if ctx.needs_input_grad[1] else None,
+                              x_in if ctx.needs_input_grad[0] else x_in[...])
         return y[0] if ctx.unbatched else y
 
     @staticmethod
@@ -222,8 +225,7 @@ class ConvInputGrad(Function):
         g, w = ctx.saved_tensors
         hb, gb = (h[None], g[None]) if ctx.unbatched else (h, g)
         cols = _im2col(ctx, hb, False)
-        dg = matmul(ctx.xp, cols, _weight_matrix(ctx.xp, w, None, ctx.groups, ctx.kc).swapaxes(1, 2))
-        dg = _cols_out(ctx, dg, w.shape[0])
+        dg = _conv_cols(ctx, cols, w)
         dw = _weight_grad(ctx, gb, cols, w.shape)[0] if ctx.needs_input_grad[1] else None
         return (dg[0] if ctx.unbatched else dg) if ctx.needs_input_grad[0] else None, dw
 
@@ -264,9 +266,7 @@ class ConvWeightGrad(Function):
         dx = _input_grad(ctx, gb, h) if ctx.needs_input_grad[0] else None
         dg = None
         if ctx.needs_input_grad[1]:
-            cols = _im2col(ctx, xb, False)
-            dg = _cols_out(ctx, matmul(ctx.xp, cols, _weight_matrix(ctx.xp, h, None, ctx.groups, ctx.kc)
-                                       .swapaxes(1, 2)), h.shape[0])
+            dg = _conv_cols(ctx, _im2col(ctx, xb, False), h)
         return ((dx[0] if ctx.unbatched else dx) if dx is not None else None,
                 (dg[0] if ctx.unbatched else dg) if dg is not None else None)
 
@@ -285,9 +285,10 @@ class ConvWeightGrad(Function):
                     None if tg is None else ConvWeightGrad.apply(x, tg, geo=geo))
 
 
-def _cols_out(ctx, y, O):
-    """(G, N*L, Og) GEMM results -> (N, O, *out), as conv's forward lays them out."""
-    N = y.shape[1] // math.prod(ctx.out)
+def _conv_cols(ctx, cols, weight):
+    """The convolution of the input ``cols`` (im2col'd, without bias) with ``weight``: (N, O, *out)."""
+    y = matmul(ctx.xp, cols, _weight_matrix(ctx.xp, weight, None, ctx.groups, ctx.kc).swapaxes(1, 2))
+    N, O = y.shape[1] // math.prod(ctx.out), weight.shape[0]
     return ctx.xp.moveaxis(y.swapaxes(0, 1).reshape((N,) + ctx.out + (O,)), -1, 1)
 
 

@@ -1,4 +1,6 @@
-"""Losses: cross_entropy (fused, stable log-softmax + NLL), nll_loss, mse_loss, binary_cross_entropy_with_logits.
+"""Losses over classes: cross_entropy (fused, stable log-softmax + NLL) and nll_loss; the pointwise losses
+(mse_loss, l1_loss, smooth_l1_loss, huber_loss, binary_cross_entropy, binary_cross_entropy_with_logits) are in
+pointwise_loss.py and re-exported here.
 
 Semantics follow PyTorch. For class-index targets with per-class ``weight`` w, ``ignore_index`` and label
 smoothing eps over C classes, with logp = log_softmax(x, dim=1) and only non-ignored positions i:
@@ -7,45 +9,20 @@ smoothing eps over C classes, with logp = log_softmax(x, dim=1) and only non-ign
 For probability targets (floating, the logits' shape), t <- (1 - eps) t + eps / C,
 loss_i = -sum_c w[c] t[i, c] logp[i, c] and 'mean' divides by the number of samples.
 """
-import warnings
-
-import numpy as np  # shape arithmetic only
-
 from ...autograd.function import Function
 from ...errors import ArgumentError, DTypeError, OpIndexError, ShapeError
-from ...autograd.higher_order import input_as, partials
 from .._rules import composite_jvp, const
-from ._util import check_dtype_like, check_reduction, check_tensors, save, saved
-from .activation import stable_sigmoid
+from ._util import (check_dtype_like, check_reduction, check_tensors, grad_scale, reduce_in_ops, reduce_loss, save,
+                    saved)
+from .pointwise_loss import (BinaryCrossEntropy, BinaryCrossEntropyWithLogits, MseLoss, SmoothL1Loss,  # noqa: F401
+                             binary_cross_entropy, binary_cross_entropy_with_logits, huber_loss, l1_loss, mse_loss,
+                             smooth_l1_loss)
 
 
 def _log_softmax(xp, x, dim):
     shifted = x - x.max(axis=dim, keepdims=True)
     shifted -= xp.log(xp.exp(shifted).sum(axis=dim, keepdims=True))
     return shifted
-
-
-def _reduce(xp, loss, reduction, denom=None):
-    """(result array, scale factor for backward)."""
-    if reduction == "none":
-        return loss, None
-    total = loss.sum()
-    if reduction == "sum":
-        return xp.asarray(total, dtype=loss.dtype), 1.0
-    n = float(loss.size if denom is None else denom)  # a Python float: never promotes float32
-    if n == 0:
-        return xp.asarray(xp.nan, dtype=loss.dtype), 0.0
-    return xp.asarray(total / n, dtype=loss.dtype), 1.0 / n
-
-
-def _grad_scale(grad, reduction, factor):
-    """The per-element factor of d(result)/d(loss_i): grad itself for 'none', grad * factor otherwise."""
-    return grad if reduction == "none" else (grad * factor).astype(grad.dtype, copy=False)
-
-
-def _reduce_t(loss, reduction, factor):
-    """``_reduce`` in minigrad ops (the scale ``factor`` as forward computed it)."""
-    return loss if reduction == "none" else loss.sum() if reduction == "sum" else loss.sum() * factor
 
 
 def _classes_shape(x):
@@ -113,7 +90,7 @@ class CrossEntropy(Function):
             w_b = 1.0 if weight is None else weight.reshape(_classes_shape(x))
             smooth = -(logp * w_b).sum(axis=1) * valid
             loss = (1.0 - eps) * loss + (eps / C) * smooth
-        out, ctx.factor = _reduce(xp, loss, reduction, denom=w_t.sum())
+        out, ctx.factor = reduce_loss(xp, loss, reduction, denom=w_t.sum())
         ctx.probs = False
         save(ctx, logp, safe, valid, w_t, weight)
         return out[0] if reduction == "none" and len(ctx.x_shape) == 1 else out
@@ -129,7 +106,7 @@ class CrossEntropy(Function):
         wt = t if weight is None else t * weight.reshape(_classes_shape(x))
         logp = _log_softmax(xp, x, 1)
         loss = -(wt * logp).sum(axis=1)
-        out, ctx.factor = _reduce(xp, loss, ctx.reduction)
+        out, ctx.factor = reduce_loss(xp, loss, ctx.reduction)
         ctx.probs = True
         save(ctx, logp, wt, weight)
         return out[0] if ctx.reduction == "none" and len(ctx.x_shape) == 1 else out
@@ -137,7 +114,7 @@ class CrossEntropy(Function):
     @staticmethod
     def backward(ctx, grad):
         xp, eps = ctx.xp, ctx.eps
-        scale = _grad_scale(grad, ctx.reduction, ctx.factor)
+        scale = grad_scale(grad, ctx.reduction, ctx.factor)
         if ctx.reduction == "none" and len(ctx.x_shape) == 1:
             scale = scale[None]
         if ctx.probs:
@@ -176,19 +153,19 @@ class CrossEntropy(Function):
         # derivatives of every order), connected to the logits' place in the graph
         if ctx.probs:
             logp, wt, weight = saved(ctx)
-            z = input_as(ctx, 0, logp.data.reshape(ctx.x_shape))
-            target = input_as(ctx, 1, ctx.xp.zeros(ctx.x_shape, logp.data.dtype))
+            z = ctx.input_as(0, logp.data.reshape(ctx.x_shape))
+            target = ctx.input_as(1, ctx.xp.zeros(ctx.x_shape, logp.data.dtype))
             w_b = 1.0 if weight is None else weight.detach().reshape(_classes_shape(logp))
             coef = (1.0 - ctx.eps) * w_b      # wt = target (1 - eps) w + constants: linear in the target
             fn = lambda z, t: _ce_probs(z, wt.detach().reshape(ctx.x_shape) + (t - t.detach()) * coef,  # noqa
                                         ctx.reduction, ctx.factor, ctx.x_shape)
-            dx, dt = partials(fn, (z, target), grad, ctx.needs_input_grad[:2])
+            dx, dt = ctx.partials(fn, (z, target), grad, ctx.needs_input_grad[:2])
             return dx, dt, None
         logp, safe, valid, w_t, weight = saved(ctx)
-        z = input_as(ctx, 0, logp.data.reshape(ctx.x_shape))
+        z = ctx.input_as(0, logp.data.reshape(ctx.x_shape))
         fn = lambda z: _ce_classes(z, safe.data, valid.data, w_t.detach(), weight, ctx.eps,  # noqa: E731
                                    ctx.reduction, ctx.factor, ctx.x_shape)
-        return partials(fn, (z,), grad, ctx.needs_input_grad[:1])[0], None, None
+        return ctx.partials(fn, (z,), grad, ctx.needs_input_grad[:1])[0], None, None
 
     @staticmethod
     def jvp(primals, tangents, out, ignore_index, reduction, label_smoothing):
@@ -220,7 +197,7 @@ def _ce_classes(z, safe, valid, w_t, weight, eps, reduction, factor, x_shape):
         w_b = 1.0 if weight is None else weight.detach().reshape(_classes_shape(logp))
         smooth = -(logp * w_b).sum(dim=1) * const(z, valid.astype(logp.data.dtype))
         loss = loss * (1.0 - eps) + smooth * (eps / logp.shape[1])
-    out = _reduce_t(loss, reduction, factor)
+    out = reduce_in_ops(loss, reduction, factor)
     return out[0] if reduction == "none" and len(x_shape) == 1 else out
 
 
@@ -228,7 +205,7 @@ def _ce_probs(z, wt, reduction, factor, x_shape):
     from .activation import log_softmax
     if len(x_shape) == 1:
         z, wt = z.reshape((1,) + tuple(x_shape)), wt.reshape((1,) + tuple(x_shape))
-    out = _reduce_t(-(wt * log_softmax(z, 1)).sum(dim=1), reduction, factor)
+    out = reduce_in_ops(-(wt * log_softmax(z, 1)).sum(dim=1), reduction, factor)
     return out[0] if reduction == "none" and len(x_shape) == 1 else out
 
 
@@ -271,7 +248,7 @@ class NllLoss(Function):
         ctx.x_shape, ctx.reduction = x.shape, reduction
         x, target, safe, _, w_t, C = _class_targets(x, target, weight, ignore_index)
         picked = xp.take_along_axis(x, safe[:, None], axis=1)[:, 0]
-        out, ctx.factor = _reduce(xp, -(w_t * picked), reduction, denom=w_t.sum())
+        out, ctx.factor = reduce_loss(xp, -(w_t * picked), reduction, denom=w_t.sum())
         ctx.C = C
         ctx.save_for_backward(safe, w_t)
         return out[0] if reduction == "none" and len(ctx.x_shape) == 1 else out
@@ -280,7 +257,7 @@ class NllLoss(Function):
     def backward(ctx, grad):
         xp = ctx.xp
         safe, w_t = ctx.saved_tensors
-        scale = _grad_scale(grad, ctx.reduction, ctx.factor)
+        scale = grad_scale(grad, ctx.reduction, ctx.factor)
         if ctx.reduction == "none" and len(ctx.x_shape) == 1:
             scale = scale[None]
         onehot = xp.arange(ctx.C).reshape((1, ctx.C) + (1,) * (safe.ndim - 1)) == safe[:, None]
@@ -308,134 +285,3 @@ def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
     check_reduction("nll_loss", reduction)
     _check_class_targets("nll_loss", input, target, weight, int(ignore_index))
     return NllLoss.apply(input, target, weight, ignore_index=int(ignore_index), reduction=reduction)
-
-
-class MseLoss(Function):
-    name = "mse_loss"
-
-    @staticmethod
-    def forward(ctx, a, b, *, reduction):
-        d = a - b
-        out, ctx.factor = _reduce(ctx.xp, d * d, reduction)
-        ctx.reduction = reduction
-        ctx.save_for_backward(d)
-        return out
-
-    @staticmethod
-    def backward(ctx, grad):
-        d, = ctx.saved_tensors
-        g = d * (2.0 * _grad_scale(grad, ctx.reduction, ctx.factor))
-        return g, (-g if ctx.needs_input_grad[1] else None)
-
-    @staticmethod
-    def vjp(ctx, grad):
-        d, = ctx.node.saved_tensors   # a - b, connected to both inputs (their values are not saved)
-        a, b = input_as(ctx, 0, d), input_as(ctx, 1, ctx.xp.zeros_like(d))
-        return partials(lambda a, b: _reduce_t((a - b) * (a - b), ctx.reduction, ctx.factor), (a, b), grad,
-                        ctx.needs_input_grad)
-
-    @staticmethod
-    def jvp(primals, tangents, out, reduction):
-        factor = None if reduction != "mean" else 1.0 / max(primals[0].numel(), primals[1].numel())
-        return composite_jvp(lambda a, b: _reduce_t((a - b) * (a - b), reduction, factor), primals, tangents)
-
-
-def _check_mse_loss(a, b):
-    try:
-        shape = np.broadcast_shapes(a.shape, b.shape)
-    except ValueError:
-        raise ShapeError(f"mse_loss: input shape {tuple(a.shape)} and target shape {tuple(b.shape)} cannot be "
-                         f"broadcast together") from None
-    if tuple(a.shape) != tuple(b.shape):
-        warnings.warn(f"mse_loss: using a target size {tuple(b.shape)} that is different to the input size "
-                      f"{tuple(a.shape)}; they will be broadcast to {tuple(shape)}, which is likely not "
-                      f"what you want", UserWarning, stacklevel=3)
-    if a.data.dtype != b.data.dtype:
-        raise DTypeError(f"mse_loss: input dtype {a.data.dtype} differs from target dtype {b.data.dtype}")
-
-
-def mse_loss(input, target, reduction="mean"):
-    check_tensors("mse_loss", input=input, target=target)
-    check_reduction("mse_loss", reduction)
-    _check_mse_loss(input, target)
-    return MseLoss.apply(input, target, reduction=reduction)
-
-
-class BinaryCrossEntropyWithLogits(Function):
-    """loss = (1 - t) x + lw * softplus(-x), lw = 1 + (pos_weight - 1) t, all times weight.
-
-    softplus(-x) = log1p(exp(-|x|)) + max(-x, 0) never overflows, so huge logits give finite losses.
-    """
-    name = "binary_cross_entropy_with_logits"
-
-    @staticmethod
-    def forward(ctx, x, t, weight, pos_weight, *, reduction):
-        for label, arr in (("target", t), ("weight", weight), ("pos_weight", pos_weight)):
-            check_dtype_like(ctx.name, label, arr, x)
-        xp = ctx.xp
-        sp = xp.log1p(xp.exp(-xp.abs(x))) + xp.maximum(-x, 0)
-        lw = None if pos_weight is None else 1.0 + (pos_weight - 1.0) * t
-        raw = (1.0 - t) * x + (sp if lw is None else lw * sp)
-        loss = raw if weight is None else raw * weight
-        out, ctx.factor = _reduce(xp, loss, reduction)
-        ctx.reduction, ctx.loss_shape = reduction, loss.shape
-        save(ctx, x, t, weight, pos_weight, sp, raw)
-        return out
-
-    @staticmethod
-    def backward(ctx, grad):
-        xp = ctx.xp
-        x, t, weight, pos_weight, sp, raw = saved(ctx)
-        need_x, need_t, need_w, need_pw = ctx.needs_input_grad
-        s = _grad_scale(grad, ctx.reduction, ctx.factor)
-        sw = s if weight is None else s * weight
-        dx = dt = dw = dpw = None
-        if need_x:  # d/dx = (1 - t) - lw * sigmoid(-x)
-            sig_neg = stable_sigmoid(xp, -x)
-            lw = 1.0 if pos_weight is None else 1.0 + (pos_weight - 1.0) * t
-            dx = ((1.0 - t) - lw * sig_neg) * sw
-        if need_t:  # d/dt = -x + (pos_weight - 1) softplus(-x)
-            dt = (-x if pos_weight is None else (pos_weight - 1.0) * sp - x) * sw
-        if need_w:
-            dw = xp.broadcast_to(raw * s, ctx.loss_shape)
-        if need_pw:
-            dpw = xp.broadcast_to(t * sp * sw, ctx.loss_shape)
-        return dx, dt, dw, dpw
-
-    @staticmethod
-    def vjp(ctx, grad):
-        x, t, weight, pos_weight, _, _ = saved(ctx)
-        return partials(lambda *a: _bce(*a, ctx.reduction, ctx.factor), (x, t, weight, pos_weight), grad,
-                        ctx.needs_input_grad)
-
-    @staticmethod
-    def jvp(primals, tangents, out, reduction):
-        x, t, w, pw = primals
-        shape = np.broadcast_shapes(*(tuple(a.shape) for a in primals if a is not None))
-        factor = None if reduction != "mean" else 1.0 / max(int(np.prod(shape)), 1)
-        return composite_jvp(lambda *a: _bce(*a, reduction, factor), primals, tangents)
-
-
-def _bce(x, t, weight, pos_weight, reduction, factor):
-    """binary_cross_entropy_with_logits in minigrad ops (softplus(-x) in its stable form)."""
-    sp = ((-x.abs()).exp() + 1.0).log() + (-x).clamp(min=0.0)
-    lw = None if pos_weight is None else (pos_weight - 1.0) * t + 1.0
-    raw = (1.0 - t) * x + (sp if lw is None else lw * sp)
-    return _reduce_t(raw if weight is None else raw * weight, reduction, factor)
-
-
-def _check_bce_with_logits(x, t, weight, pos_weight):
-    op = "binary_cross_entropy_with_logits"
-    if tuple(t.shape) != tuple(x.shape):
-        raise ShapeError(f"{op}: target size {tuple(t.shape)} must be the same as input size {tuple(x.shape)}")
-
-
-def binary_cross_entropy_with_logits(input, target, weight=None, reduction="mean", pos_weight=None):
-    """Sigmoid + binary cross-entropy in the stable form (finite for huge logits).
-
-    loss = weight * [(1 - t) x + (1 + (pos_weight - 1) t) * softplus(-x)]."""
-    check_tensors("binary_cross_entropy_with_logits", input=input, target=target, weight=weight,
-                  pos_weight=pos_weight)
-    check_reduction("binary_cross_entropy_with_logits", reduction)
-    _check_bce_with_logits(input, target, weight, pos_weight)
-    return BinaryCrossEntropyWithLogits.apply(input, target, weight, pos_weight, reduction=reduction)

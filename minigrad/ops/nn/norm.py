@@ -10,7 +10,6 @@ from ...autograd.extensions import outside_apply
 from ...autograd.function import Function
 from ...errors import ArgumentError, ShapeError
 from ..inplace import bump
-from ...autograd.higher_order import partials
 from .._rules import composite_jvp
 from ._util import channel_sum, check_dtype_like, save, saved
 
@@ -63,7 +62,7 @@ class LayerNorm(Function):
     def vjp(ctx, grad):
         _, _, weight, x = saved(ctx)
         need_x, need_w, need_b = ctx.needs_input_grad
-        dx, dw = partials(lambda x, w: _normalise(x, w, None, ctx.dims, ctx.eps), (x, weight), grad,
+        dx, dw = ctx.partials(lambda x, w: _normalise(x, w, None, ctx.dims, ctx.eps), (x, weight), grad,
                           (need_x, need_w))
         return dx, dw, grad.sum(dim=tuple(range(grad.ndim - len(ctx.dims)))) if need_b else None
 
@@ -160,7 +159,7 @@ class BatchNorm(Function):
         need_x, _, _, need_w, need_b = ctx.needs_input_grad
         # eval mode: x_hat = (x - running_mean) * rstd is linear in x; written around the saved values
         stats = None if ctx.training else (x.detach() - x_hat.detach() / rstd.detach(), rstd.detach())
-        dx, dw = partials(lambda x, w: _batch_normalise(x, w, None, ctx.eps, stats), (x, weight), grad,
+        dx, dw = ctx.partials(lambda x, w: _batch_normalise(x, w, None, ctx.eps, stats), (x, weight), grad,
                           (need_x, need_w))
         return dx, None, None, dw, grad.sum(dim=(0,) + tuple(range(2, grad.ndim))) if need_b else None
 

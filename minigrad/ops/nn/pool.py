@@ -156,7 +156,7 @@ class _MaxPoolNd(Function):
     @staticmethod
     def vjp(ctx, grad):
         x, out = ctx.node.saved_tensors
-        return _transpose(lambda t: _max_tangent(ctx, x, out, t), x, grad)
+        return _transpose(ctx, lambda t: _max_tangent(ctx, x, out, t), x, grad)
 
     @classmethod
     def jvp(cls, primals, tangents, out, **options):
@@ -213,7 +213,7 @@ class _AvgPoolNd(Function):
     @staticmethod
     def vjp(ctx, grad):   # linear: the transpose of the window sums, in minigrad ops
         like = ctx.xp.zeros(ctx.in_shape[1:] if ctx.unbatched else ctx.in_shape, grad.data.dtype)
-        return _transpose(lambda t: _avg_tangent(ctx, t), like, grad)
+        return _transpose(ctx, lambda t: _avg_tangent(ctx, t), like, grad)
 
     @classmethod
     def jvp(cls, primals, tangents, out, **options):
@@ -286,7 +286,7 @@ def _geometry(cls, x, kernel, stride, pads, dilation=None, ceil_mode=False, **_)
 
 def _window_slices(geo, t):
     """The tangent ``t`` zero-padded like the input, cut into one strided slice per kernel offset."""
-    from ..shape import Pad
+    from ..shape_copy import Pad
     t4 = t.unsqueeze(0) if geo.unbatched else t
     widths = ((0, 0), (0, 0)) + tuple((p, p + e) for p, e in zip(geo.pads, geo.extra))
     tp = Pad.apply(t4, widths=widths, value=0.0) if any(map(any, widths)) else t4
@@ -311,13 +311,12 @@ def _avg_tangent(geo, t):
     return res[0] if geo.unbatched else res
 
 
-def _transpose(tangent, like, grad):
+def _transpose(ctx, tangent, like, grad):
     """The vjp of an op linear in its input (here, for fixed maxima) from its tangent map: the gradient
     of <tangent(t), grad> with respect to t (``like``: an array of the input's shape and dtype)."""
-    from ...autograd.higher_order import partials
     t = const(grad, grad.device.xp.zeros(like.shape, like.dtype))
     t.requires_grad = True
-    return partials(tangent, (t,), grad, (True,))[0]
+    return ctx.partials(tangent, (t,), grad, (True,))[0]
 
 
 def pool_args(op, nd, kernel_size, stride, padding, dilation=1):

@@ -56,6 +56,9 @@ class SequentialSampler(Sampler):
         return len(self.data_source)
 
 
+_CHUNK = 32   # indices drawn at a time with replacement (PyTorch's chunk)
+
+
 class RandomSampler(Sampler):
     """A random permutation (``replacement=False``) or ``num_samples`` draws with replacement."""
 
@@ -76,15 +79,16 @@ class RandomSampler(Sampler):
         if n == 0:
             return
         rng = _np_rng(self.generator)
+        # Drawn lazily, as PyTorch does: with replacement 32 indices at a time, without it one permutation
+        # at a time, so num_samples=10**10 (an "endless" loader) costs nothing up front.
         if self.replacement:
-            yield from rng.integers(0, n, size=self.num_samples).tolist()
+            for start in range(0, self.num_samples, _CHUNK):
+                yield from rng.integers(0, n, size=min(_CHUNK, self.num_samples - start)).tolist()
             return
-        # Everything is drawn up front, so the generator advances by the same amount however far the
-        # epoch is consumed (with workers prefetching ahead, or a loop that breaks early).
-        perms = [rng.permutation(n) for _ in range(self.num_samples // n)]
+        for _ in range(self.num_samples // n):
+            yield from rng.permutation(n).tolist()
         if self.num_samples % n:
-            perms.append(rng.permutation(n)[: self.num_samples % n])
-        yield from np.concatenate(perms).tolist()
+            yield from rng.permutation(n)[: self.num_samples % n].tolist()
 
     def __len__(self):
         return self.num_samples
