@@ -282,8 +282,9 @@ def outside_view(fn, args, kwargs, batch):
     shape = args[1:]
     if len(shape) == 1 and not isinstance(shape[0], (tuple, list, int)):
         return fn(args[0], shape[0])       # view(dtype): the same bytes per example
-    shape = _sh._shape_arg(shape)
-    return _sh.reshape(args[0], batch.sizes + shape)
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = shape[0]
+    return _sh.reshape(args[0], batch.sizes + tuple(int(s) for s in shape))
 
 
 @register_outside(_ix.one_hot)

@@ -279,14 +279,16 @@ def _in_dual_level(run):
 
 
 def _jvp_in_level(fwd, func, pl, pspec, tl, has_aux):
+    keep = grad_mode.is_grad_enabled() and (_depth.get() > 0 or any(t.requires_grad for t in pl + list(tl)))
     duals = [fwd.make_dual(p, t) for p, t in zip(pl, tl)]
     out, aux = _split_aux(func(*unflatten(pspec, duals)), has_aux, "jvp")
     outs, ospec = flatten(out)
     prim, tang = [], []
     for y in outs:
         pt = fwd.unpack_dual(y)
-        prim.append(pt.primal)
-        tang.append(_like.zeros_like(pt.primal) if pt.tangent is None else pt.tangent)
+        t = _like.zeros_like(pt.primal) if pt.tangent is None else pt.tangent
+        prim.append(pt.primal if keep else pt.primal.detach())
+        tang.append(t if keep else t.detach())   # differentiable only for an outer differentiation
     res = (unflatten(ospec, prim), unflatten(ospec, tang))
     return res + (aux,) if has_aux else res
 
