@@ -305,24 +305,30 @@ def _columns(func, prims, basis_of, has_aux):
 
 def _jvp_by_double_vjp(func, pl, pspec, tl, has_aux):
     """J t as the gradient of u -> <J^T u, t> with respect to u: two reverse passes, the first with
-    ``create_graph=True`` (what jvp does without forward mode)."""
-    out, vjp_fn, *aux = vjp(lambda *a: func(*a), *unflatten(pspec, pl), has_aux=has_aux)
+    ``create_graph=True`` (what jvp does without forward mode: inside vmap, or through an op without a
+    JVP rule). Works on the physical tensors, so it batches under vmap."""
+    ins = _Inputs(pl, "jvp")
+    with _running():
+        out, aux = _split_aux(func(*unflatten(pspec, ins.values)), has_aux, "jvp")
     outs, ospec = flatten(out)
-    us = [_like.zeros_like(y).requires_grad_(True) for y in outs]
+    outs = [_physical_output(y, ins.levels, "jvp") for y in outs]
+    phys = [physical_of(y) for y in outs]
+    us = [_like.zeros_like(p).requires_grad_(True) for p in phys]
+    sizes = active_sizes()
+    ts = [to_levels(t, ins.levels, sizes) if ins.levels else physical_of(t) for t in tl]
     with grad_mode.enable_grad():
-        leaves, spec = flatten(tuple(pl))
-        ins = _Inputs(leaves, "jvp")
-        out2, _ = _split_aux(func(*unflatten(spec, ins.values)), has_aux, "jvp")
-        outs2, _ = flatten(out2)
-        gs = _autograd_grad([physical_of(y) for y in outs2], ins.physical, us, True, "jvp")
-        pairs = [(g, physical_of(t)) for g, t in zip(gs, tl) if g is not None and g.requires_grad]
-        if pairs:
-            tang = _autograd_grad([g for g, _ in pairs], us, [t for _, t in pairs], False, "jvp")
-        else:
-            tang = [None] * len(us)
-    tang = [(_like.zeros_like(y) if t is None else t).detach() for y, t in zip(outs, tang)]
-    res = (out, unflatten(ospec, tang))
-    return res + tuple(aux) if has_aux else res
+        live = [(p, u) for p, u in zip(phys, us) if p.requires_grad]
+        gs = _autograd_grad([p for p, _ in live], ins.physical, [u for _, u in live], True, "jvp") if live \
+            else [None] * len(ts)
+        pairs = [(g, t) for g, t in zip(gs, ts) if g is not None and g.requires_grad]
+        tang = _autograd_grad([g for g, _ in pairs], us, [t for _, t in pairs], ins.outer, "jvp") if pairs \
+            else [None] * len(us)
+    res_t = []
+    for y, p, t in zip(outs, phys, tang):
+        t = _like.zeros_like(p) if t is None else t
+        res_t.append(wrap(t if ins.outer else t.detach(), y.levels if isinstance(y, BatchedTensor) else ()))
+    res = (_detached(out, ins.outer), unflatten(ospec, res_t))
+    return res + (_detached(aux, ins.outer),) if has_aux else res
 
 
 # --- Jacobians, Hessian ---------------------------------------------------------------------------------

@@ -232,3 +232,14 @@ def test_detach_and_like_constructors_stay_batched():
     with pytest.raises(VmapError, match="randomness"):
         vmap(lambda x: mg.randn_like(x))(a)
     assert tuple(vmap(lambda x: mg.randn_like(x), randomness="different")(a).shape) == (3, 4)
+
+
+def test_forward_mode_under_vmap_uses_two_reverse_passes_per_example():
+    from minigrad.func import jacfwd, jacrev, jvp
+    W = rnd(4, 3)
+    f = lambda x: (W @ x).tanh() * x.sum()      # noqa: E731
+    X, V = rnd(5, 3), rnd(5, 3, seed=2)
+    Jf, Jr = vmap(jacfwd(f))(X), vmap(jacrev(f))(X)
+    np.testing.assert_allclose(Jf.numpy(), Jr.numpy(), rtol=1e-10)
+    tan = vmap(lambda x, v: jvp(f, (x,), (v,))[1])(X, V)
+    np.testing.assert_allclose(tan.numpy(), np.einsum("bij,bj->bi", Jr.numpy(), V.numpy()), rtol=1e-10)
