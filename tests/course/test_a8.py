@@ -125,3 +125,16 @@ def test_solution_notebook_executes_and_self_checks_pass():
         assert f"a8 {part}: {pts}/{pts} points on the public tests" in text
     assert "gradgradcheck(Tanh): True" in text and "step 5: |grad|" in text
     assert sum("image/png" in o.get("data", {}) for o in outputs if o.output_type == "display_data") >= 1
+
+
+def test_the_handout_announces_the_specs_points_and_points_at_real_files(a8):
+    import re
+    nb = nbformat.read(SOLUTION, as_version=4)
+    text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    rows = {int(k): int(p) for k, p in re.findall(r"^\| (\d) \|.*\| (\d+) \|$", text, re.M)}
+    assert rows == {k: int(p.points) for k, p in enumerate(a8.parts, 1)}
+    for k, part in enumerate(a8.parts, 1):
+        assert re.search(rf"^## Part {k} .*\({int(part.points)} points\)", text, re.M), part.id
+    lecture = nbformat.read(ROOT / "lectures" / "10_differentiation_modes.ipynb", as_version=4)
+    files = set(re.findall(r"minigrad/[\w/]+\.py", "\n".join(c.source for c in lecture.cells)))
+    assert files and all((ROOT / f).exists() for f in files), files
