@@ -200,7 +200,7 @@ def _run_hooks(node, g):
     for hook in node._pre_hooks:
         out = hook(Tensor._make(g, dev))
         if out is not None:
-            new = out.data if isinstance(out, Tensor) else out
+            new = out.array if isinstance(out, Tensor) else out
             if new.shape != g.shape or new.dtype != g.dtype:
                 raise GradientError(f"{node.name}: a tensor hook returned a gradient of shape "
                                     f"{tuple(new.shape)} ({new.dtype}) for one of shape {tuple(g.shape)} "
@@ -230,20 +230,20 @@ def _roots(tensors, grad_tensors, what, create_graph=False):
             raise AutogradError(f"{what}: tensor of shape {tuple(t.shape)} does not require grad and has "
                                 f"no grad_fn (did you compute it under no_grad, or forget requires_grad=True?)")
         if g is None:
-            if t.data.size != 1:
+            if t.array.size != 1:
                 raise AutogradError(f"{what}: grad can be implicitly created only for scalar outputs; "
                                     f"got shape {tuple(t.shape)}. Pass gradient= (a tensor of that shape)")
-            g = t.device.xp.ones_like(t.data)
+            g = t.device.xp.ones_like(t.array)
         else:
-            garr = g.data if isinstance(g, Tensor) else t.device.backend.asarray(g)
+            garr = g.array if isinstance(g, Tensor) else t.device.backend.asarray(g)
             if tuple(garr.shape) != tuple(t.shape):
                 raise AutogradError(f"{what}: gradient of shape {tuple(garr.shape)} does not match the "
                                     f"tensor's shape {tuple(t.shape)}")
             if create_graph:   # the given tensor itself: its own graph is kept (PyTorch's grad_outputs)
                 g = g if isinstance(g, Tensor) else Tensor._make(garr, t.device)
-                g = g if garr.dtype == t.data.dtype else g.to(t.dtype)
+                g = g if garr.dtype == t.array.dtype else g.to(t.dtype)
             else:
-                g = garr.astype(t.data.dtype, copy=True)
+                g = garr.astype(t.array.dtype, copy=True)
         if create_graph and not isinstance(g, Tensor):
             g = Tensor._make(g, t.device)
         roots.append((t.grad_fn or t._accumulator(), g))
@@ -294,7 +294,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
 
 
 def _add_into(acc, g):
-    acc.data += g.data
+    acc.array += g.array
     return acc
 
 
@@ -328,7 +328,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
                 raise AutogradError("grad: one of the inputs was not used to compute the outputs "
                                     "(pass allow_unused=True to get None for it)")
             if materialize_grads:
-                g = t.device.xp.zeros_like(t.data)
+                g = t.device.xp.zeros_like(t.array)
         if g is not None and not isinstance(g, Tensor):
             g = Tensor._make(g, t.device)
         result.append(g)

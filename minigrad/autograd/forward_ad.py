@@ -71,13 +71,13 @@ def make_dual(tensor, tangent, *, level=None):
     if tuple(tangent.shape) != tuple(tensor.shape):
         raise ForwardADError(f"make_dual: tangent of shape {tuple(tangent.shape)} for a primal of shape "
                              f"{tuple(tensor.shape)}")
-    if tensor.data.dtype.kind != "f" or tangent.data.dtype.kind != "f":
+    if tensor.array.dtype.kind != "f" or tangent.array.dtype.kind != "f":
         raise ForwardADError(f"make_dual: primal and tangent must be floating point, got {tensor.dtype} and "
                              f"{tangent.dtype}")
     if tangent.device != tensor.device:
         raise ForwardADError(f"make_dual: tangent on {tangent.device}, primal on {tensor.device}")
     dual = alias(tensor)
-    dual._fw = (level, tangent if tangent.data.dtype == tensor.data.dtype else tangent.to(tensor.dtype))
+    dual._fw = (level, tangent if tangent.array.dtype == tensor.array.dtype else tangent.to(tensor.dtype))
     return dual
 
 
@@ -92,7 +92,7 @@ def unpack_dual(tensor, *, level=None):
 
 def alias(t):
     """A new Tensor object for ``t``'s storage, version counter and place in the graph, without tangent."""
-    out = function.Tensor._make(t.data, t.device, t.requires_grad)
+    out = function.Tensor._make(t.array, t.device, t.requires_grad)
     out.grad_fn = t.grad_fn
     out._version_counter = t._version_counter
     if t.requires_grad and t.grad_fn is None:
@@ -113,7 +113,7 @@ def _forward_ad(op, args, kwargs, run):
     if level is None or all(t is None for t in tangents):
         return run()
     out = run()
-    if out.data.dtype.kind != "f":
+    if out.array.dtype.kind != "f":
         return out
     if op.jvp is None:
         raise ForwardADError(f"{op.name}: this op has no forward-mode rule (jvp), so forward AD can't go "
@@ -123,7 +123,7 @@ def _forward_ad(op, args, kwargs, run):
     if tangent is not None:
         if tuple(tangent.shape) != tuple(out.shape):
             tangent = tangent.expand(*out.shape)
-        if tangent.data.dtype != out.data.dtype:
+        if tangent.array.dtype != out.array.dtype:
             tangent = tangent.to(out.dtype)
         out._fw = (level, tangent)
     if out.grad_fn is not None:   # for create_graph's sweep: its saved inputs and output get these back

@@ -139,7 +139,7 @@ def as_graph_grad(g, like):
     ``grad_outputs``), or ones for a scalar output."""
     Tensor = function.Tensor
     if g is None:
-        return Tensor._make(like.device.xp.ones_like(like.data), like.device)
+        return Tensor._make(like.device.xp.ones_like(like.array), like.device)
     return g if isinstance(g, Tensor) else Tensor._make(like.device.backend.asarray(g), like.device)
 
 
@@ -155,9 +155,9 @@ def _conform(g, shape, dtype, node, i):
         if axes:
             g = g.sum(dim=axes, keepdim=True)
         g = g.reshape(tuple(shape))
-    if g.data.dtype != dtype:
-        if g.data.dtype.kind != "f" or dtype.kind != "f":
-            raise GradientError(f"{node.name}: backward returned a {g.data.dtype} gradient for input {i} of "
+    if g.array.dtype != dtype:
+        if g.array.dtype.kind != "f" or dtype.kind != "f":
+            raise GradientError(f"{node.name}: backward returned a {g.array.dtype} gradient for input {i} of "
                                 f"dtype {dtype}")
         g = g.to(dtype)
     return g

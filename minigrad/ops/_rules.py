@@ -36,7 +36,7 @@ linear = classmethod(_apply_to_tangent)
 def zeros_for(tangents, primals):
     """Tangents with each missing one (None) made zeros of its primal's shape: for ops of several inputs
     whose JVP is the op itself applied to the tangents (cat, stack)."""
-    return [t if t is not None else Tensor._make(p.device.xp.zeros_like(p.data), p.device)
+    return [t if t is not None else Tensor._make(p.device.xp.zeros_like(p.array), p.device)
             for t, p in zip(tangents, primals)]
 
 

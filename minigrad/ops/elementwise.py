@@ -19,9 +19,9 @@ from .select import (Clamp, Maximum, Minimum, Where, clamp, clip, maximum, minim
 def _default_float(out, *inputs):
     """``out`` in the default float dtype when NumPy made it float64 although no input tensor was float64.
 
-    Callers test ``out.data.dtype.char == "d"`` inline before calling: this runs after every arithmetic
+    Callers test ``out.array.dtype.char == "d"`` inline before calling: this runs after every arithmetic
     op, the hottest path of the framework, and the test costs less than a call."""
-    if any(isinstance(x, Tensor) and x.data.dtype.char == "d" for x in inputs):
+    if any(isinstance(x, Tensor) and x.array.dtype.char == "d" for x in inputs):
         return out
     return cast(out, dtypes.default_float)
 
@@ -30,7 +30,7 @@ def _reflected(Op):
     """``other <op> a`` for a tensor ``a`` and a non-tensor ``other`` (``2 - t`` is ``rsub(t, 2)``)."""
     def fn(a, other):
         out = Op.apply(operand(other, a), a)
-        return out if out.data.dtype.char != "d" else _default_float(out, a, other)
+        return out if out.array.dtype.char != "d" else _default_float(out, a, other)
     fn.__name__ = fn.__qualname__ = "r" + Op.name
     fn.__doc__ = f"other {Op.name} a, for a tensor ``a``."
     return fn
@@ -60,7 +60,7 @@ def add(a, b, alpha=1):
     if not isinstance(a, Tensor):
         a, b = b, a
     out = Add.apply(a, b if isinstance(b, Tensor) or type(b) in PY_NUMBERS else operand(b, a))
-    return out if out.data.dtype.char != "d" else _default_float(out, a, b)
+    return out if out.array.dtype.char != "d" else _default_float(out, a, b)
 
 
 class Sub(Function):
@@ -87,7 +87,7 @@ def sub(a, b, alpha=1):
     if not isinstance(a, Tensor):
         return rsub(b, a)
     out = Sub.apply(a, operand(b, a))
-    return out if out.data.dtype.char != "d" else _default_float(out, a, b)
+    return out if out.array.dtype.char != "d" else _default_float(out, a, b)
 
 
 rsub = _reflected(Sub)
@@ -117,7 +117,7 @@ def mul(a, b):
     if not isinstance(a, Tensor):
         a, b = b, a
     out = Mul.apply(a, b if isinstance(b, Tensor) or type(b) in PY_NUMBERS else operand(b, a))
-    return out if out.data.dtype.char != "d" else _default_float(out, a, b)
+    return out if out.array.dtype.char != "d" else _default_float(out, a, b)
 
 
 def square(a):
@@ -150,7 +150,7 @@ def div(a, b):
     if not isinstance(a, Tensor):
         return rdiv(b, a)
     out = Div.apply(a, operand(b, a))
-    return out if out.data.dtype.char != "d" else _default_float(out, a, b)
+    return out if out.array.dtype.char != "d" else _default_float(out, a, b)
 
 
 true_divide = divide = div
@@ -244,7 +244,7 @@ def pow(a, exponent):
     if not isinstance(a, Tensor):
         return rpow(exponent, a)
     out = Pow.apply(a, operand(exponent, a))
-    return out if out.data.dtype.char != "d" else _default_float(out, a, exponent)
+    return out if out.array.dtype.char != "d" else _default_float(out, a, exponent)
 
 
 rpow = _reflected(Pow)
@@ -255,7 +255,7 @@ def _unary(Op):
     """The public function of a one-input op: ``exp = _unary(Exp)`` (an int tensor gives float32)."""
     def fn(a):
         out = Op.apply(a)
-        return out if out.data.dtype.char != "d" else _default_float(out, a)
+        return out if out.array.dtype.char != "d" else _default_float(out, a)
     fn.__name__ = fn.__qualname__ = Op.name
     fn.__doc__ = f"Elementwise {Op.name} (differentiable)."
     return fn
@@ -442,13 +442,13 @@ class Cast(Function):
     @staticmethod
     def jvp(primals, tangents, out, dtype):
         t, = tangents
-        return None if t is None or out.data.dtype.kind != "f" else cast(t, dtype)
+        return None if t is None or out.array.dtype.kind != "f" else cast(t, dtype)
 
 
 def cast(a, dtype):
     """``a`` in ``dtype`` (any dtype spec); ``a`` itself when it already has it."""
     dt = dtypes.to_dtype(dtype)
-    if dt.np_dtype == a.data.dtype:
+    if dt.np_dtype == a.array.dtype:
         return a
     return Cast.apply(a, dtype=dt.np_dtype)
 

@@ -37,7 +37,7 @@ class Clamp(Function):
     def jvp(primals, tangents, out):
         (a, lo, hi), (ta, tlo, thi) = primals, tangents
         xp = a.device.xp
-        above_lo, below_hi = _clamp_masks(xp, a.data, _raw(lo), _raw(hi))
+        above_lo, below_hi = _clamp_masks(xp, a.array, _raw(lo), _raw(hi))
         pick = lambda mask, t: None if t is None else where(const(a, mask), t, 0.0)  # noqa
         return tsum(pick(above_lo & below_hi, ta), pick(~above_lo & below_hi, tlo), pick(~below_hi, thi))
 
@@ -50,7 +50,7 @@ def _clamp_masks(xp, a, lo, hi):
 
 
 def _raw(x):
-    return x.data if isinstance(x, Tensor) else x
+    return x.array if isinstance(x, Tensor) else x
 
 
 def clamp(a, min=None, max=None):
@@ -77,13 +77,13 @@ class _Pick(Function):
 
     @staticmethod
     def vjp(ctx, grad):
-        share = const(ctx, ctx.share(*ctx.node.saved_tensors).astype(grad.data.dtype))
+        share = const(ctx, ctx.share(*ctx.node.saved_tensors).astype(grad.array.dtype))
         return grad * share, grad * (1 - share)
 
     @classmethod
     def jvp(cls, primals, tangents, out):
         (a, b), (ta, tb) = primals, tangents
-        share = const(a, cls.share(_raw(a), _raw(b)).astype(a.data.dtype))
+        share = const(a, cls.share(_raw(a), _raw(b)).astype(a.array.dtype))
         return tsum(None if ta is None else ta * share, None if tb is None else tb * (1 - share))
 
     @classmethod
@@ -152,10 +152,10 @@ def where(condition, a, b):
     if ref is None:
         raise ArgumentError("where: at least one argument must be a Tensor")
     cond = condition if isinstance(condition, Tensor) else as_tensor_like(condition, ref)
-    if cond.data.dtype.kind != "b":
+    if cond.array.dtype.kind != "b":
         raise DTypeError(f"where: condition must be a bool tensor, got {cond.dtype}")
     a = operand(a, ref)
     b = operand(b, ref)
     if not isinstance(a, Tensor) and not isinstance(b, Tensor):
-        return wrap(cond.device.xp.where(cond.data, a, b), cond.device)
+        return wrap(cond.device.xp.where(cond.array, a, b), cond.device)
     return Where.apply(cond, a, b)

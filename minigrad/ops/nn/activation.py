@@ -408,7 +408,7 @@ class Dropout(Function):
 
     @staticmethod
     def jvp(primals, tangents, out, p, generator):
-        keep = out.data != 0  # the mask again from the output (scaled input where kept, 0 where dropped)
+        keep = out.array != 0  # the mask again from the output (scaled input where kept, 0 where dropped)
         return where(const(out, keep), tangents[0] * (1.0 / (1.0 - p)), 0.0) if p < 1.0 else tangents[0] * 0.0
 
 
@@ -438,7 +438,7 @@ def _feature_dropout(input, p, training, batched, generator=None):
     if not training or p == 0.0:
         return input
     lead = tuple(input.shape[:2] if batched else input.shape[:1])
-    ones = wrap(input.device.xp.ones(lead, dtype=input.data.dtype), input.device)
+    ones = wrap(input.device.xp.ones(lead, dtype=input.array.dtype), input.device)
     mask = Dropout.apply(ones, p=p, generator=generator)
     return input * mask.reshape(lead + (1,) * (input.ndim - len(lead)))
 

@@ -91,7 +91,7 @@ class FlashAttention(Function):
     def vjp(ctx, grad):
         q, k, v, _, _, mask = ctx.saved_tensors
         if mask is not None and ctx.needs_input_grad[3]:
-            mask = ctx.input_as(3, mask.data)   # a broadcast view of the mask: the mask's place in the graph
+            mask = ctx.input_as(3, mask.array)   # a broadcast view of the mask: the mask's place in the graph
         fn = lambda q, k, v, m: attention_in_ops(q, k, v, m, ctx.scale, ctx.causal)  # noqa: E731
         return ctx.partials(fn, (q, k, v, mask), grad, ctx.needs_input_grad)
 
@@ -183,10 +183,10 @@ def attention_in_ops(q, k, v, mask, scale, causal, drop=None):
     L, S = s.shape[-2:]
     if causal:
         s = s.masked_fill(const(s, xp.triu(xp.ones((L, S), dtype=bool), 1)), -xp.inf)
-    elif mask is not None and mask.data.dtype.kind == "b":
-        s = s.masked_fill(const(s, ~mask.data), -xp.inf)
+    elif mask is not None and mask.array.dtype.kind == "b":
+        s = s.masked_fill(const(s, ~mask.array), -xp.inf)
     elif mask is not None:
         s = s + mask
-    alive = const(s, xp.isfinite(s.data).any(axis=-1, keepdims=True))   # rows with a position to attend
+    alive = const(s, xp.isfinite(s.array).any(axis=-1, keepdims=True))   # rows with a position to attend
     p = where(alive, softmax(where(alive, s, 0.0), -1), 0.0)
     return (p if drop is None else p * drop) @ v

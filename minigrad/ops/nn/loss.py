@@ -39,7 +39,7 @@ def _check_class_targets(op, x, target, weight, ignore_index):
     """(N, C, d...) inputs (or an unbatched (C,)) with (N, d...) integer class targets in range."""
     if x.ndim == 0:
         raise ShapeError(f"{op}: input must have a class dimension, got a 0-d input")
-    t = target.data
+    t = target.array
     if t.dtype.kind not in "iu":
         raise DTypeError(f"{op}: expected integer class indices as target (int64), got {t.dtype} of "
                          f"shape {tuple(t.shape)}" + (
@@ -153,8 +153,8 @@ class CrossEntropy(Function):
         # derivatives of every order), connected to the logits' place in the graph
         if ctx.probs:
             logp, wt, weight = saved(ctx)
-            z = ctx.input_as(0, logp.data.reshape(ctx.x_shape))
-            target = ctx.input_as(1, ctx.xp.zeros(ctx.x_shape, logp.data.dtype))
+            z = ctx.input_as(0, logp.array.reshape(ctx.x_shape))
+            target = ctx.input_as(1, ctx.xp.zeros(ctx.x_shape, logp.array.dtype))
             w_b = 1.0 if weight is None else weight.detach().reshape(_classes_shape(logp))
             coef = (1.0 - ctx.eps) * w_b      # wt = target (1 - eps) w + constants: linear in the target
             fn = lambda z, t: _ce_probs(z, wt.detach().reshape(ctx.x_shape) + (t - t.detach()) * coef,  # noqa
@@ -162,22 +162,22 @@ class CrossEntropy(Function):
             dx, dt = ctx.partials(fn, (z, target), grad, ctx.needs_input_grad[:2])
             return dx, dt, None
         logp, safe, valid, w_t, weight = saved(ctx)
-        z = ctx.input_as(0, logp.data.reshape(ctx.x_shape))
-        fn = lambda z: _ce_classes(z, safe.data, valid.data, w_t.detach(), weight, ctx.eps,  # noqa: E731
+        z = ctx.input_as(0, logp.array.reshape(ctx.x_shape))
+        fn = lambda z: _ce_classes(z, safe.array, valid.array, w_t.detach(), weight, ctx.eps,  # noqa: E731
                                    ctx.reduction, ctx.factor, ctx.x_shape)
         return ctx.partials(fn, (z,), grad, ctx.needs_input_grad[:1])[0], None, None
 
     @staticmethod
     def jvp(primals, tangents, out, ignore_index, reduction, label_smoothing):
         x, target, weight = primals
-        if _probability_targets(x.data, target.data):
+        if _probability_targets(x.array, target.array):
             C = x.shape[0] if x.ndim == 1 else x.shape[1]
-            w = None if weight is None else weight.detach().reshape(_classes_shape(x.data if x.ndim > 1 else x.data[None]))
+            w = None if weight is None else weight.detach().reshape(_classes_shape(x.array if x.ndim > 1 else x.array[None]))
             fn = lambda x, t: _ce_probs(  # noqa: E731
                 x, (t * (1.0 - label_smoothing) + label_smoothing / C) * (1.0 if w is None else w), reduction,
                 _factor(out, x, reduction), x.shape)
             return composite_jvp(fn, (x, target), tangents[:2])
-        xd, _, safe, valid, w_t, _ = _class_targets(x.data, target.data, None if weight is None else weight.data,
+        xd, _, safe, valid, w_t, _ = _class_targets(x.array, target.array, None if weight is None else weight.array,
                                                     ignore_index)
         fn = lambda x: _ce_classes(x, safe, valid, const(x, w_t), weight, label_smoothing, reduction,  # noqa
                                    None if reduction != "mean" else 1.0 / float(w_t.sum()), x.shape)
@@ -195,7 +195,7 @@ def _ce_classes(z, safe, valid, w_t, weight, eps, reduction, factor, x_shape):
     loss = -(w_t * logp.gather(1, const(z, safe[:, None])).squeeze(1))
     if eps > 0:
         w_b = 1.0 if weight is None else weight.detach().reshape(_classes_shape(logp))
-        smooth = -(logp * w_b).sum(dim=1) * const(z, valid.astype(logp.data.dtype))
+        smooth = -(logp * w_b).sum(dim=1) * const(z, valid.astype(logp.array.dtype))
         loss = loss * (1.0 - eps) + smooth * (eps / logp.shape[1])
     out = reduce_in_ops(loss, reduction, factor)
     return out[0] if reduction == "none" and len(x_shape) == 1 else out
@@ -227,7 +227,7 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
             or not 0.0 <= label_smoothing <= 1.0:
         raise ArgumentError(f"cross_entropy: label_smoothing must be between 0.0 and 1.0, got "
                             f"{label_smoothing!r}")
-    if _probability_targets(input.data, target.data):
+    if _probability_targets(input.array, target.array):
         if input.ndim == 0:
             raise ShapeError("cross_entropy: input must have a class dimension, got a 0-d input")
         _check_weight("cross_entropy", weight, input.shape[1] if input.ndim > 1 else input.shape[0], input)

@@ -55,8 +55,8 @@ def _check_pointwise_loss(op, a, b):
         warnings.warn(f"{op}: using a target size {tuple(b.shape)} that is different to the input size "
                       f"{tuple(a.shape)}; they will be broadcast to {tuple(shape)}, which is likely not "
                       f"what you want", UserWarning, stacklevel=3)
-    if a.data.dtype != b.data.dtype:
-        raise DTypeError(f"{op}: input dtype {a.data.dtype} differs from target dtype {b.data.dtype}")
+    if a.array.dtype != b.array.dtype:
+        raise DTypeError(f"{op}: input dtype {a.array.dtype} differs from target dtype {b.array.dtype}")
 
 
 def mse_loss(input, target, reduction="mean"):
@@ -112,7 +112,7 @@ class SmoothL1Loss(Function):
     @staticmethod
     def jvp(primals, tangents, out, reduction, beta, scale):
         (a, b), xp = primals, primals[0].device.xp
-        small = xp.abs(a.data - b.data) < beta
+        small = xp.abs(a.array - b.array) < beta
         factor = None if reduction != "mean" else 1.0 / small.size
         return composite_jvp(lambda a, b: _smooth_l1_in_ops(a - b, small, beta, scale, reduction, factor), primals,
                              tangents)
@@ -204,7 +204,7 @@ def binary_cross_entropy(input, target, weight=None, reduction="mean"):
     if tuple(target.shape) != tuple(input.shape):
         raise ShapeError(f"{op}: target size {tuple(target.shape)} must be the same as input size "
                          f"{tuple(input.shape)}")
-    x = input.data
+    x = input.array
     if bool(((x < 0) | (x > 1)).any()):
         raise ArgumentError(f"{op}: all elements of input should be between 0 and 1 (got values outside; "
                             f"apply sigmoid first, or use binary_cross_entropy_with_logits on logits)")

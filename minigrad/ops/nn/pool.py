@@ -160,7 +160,7 @@ class _MaxPoolNd(Function):
 
     @classmethod
     def jvp(cls, primals, tangents, out, **options):
-        return _max_tangent(_geometry(cls, primals[0], **options), primals[0].data, out.data, tangents[0])
+        return _max_tangent(_geometry(cls, primals[0], **options), primals[0].array, out.array, tangents[0])
 
 
 class MaxPool1d(_MaxPoolNd):
@@ -212,7 +212,7 @@ class _AvgPoolNd(Function):
 
     @staticmethod
     def vjp(ctx, grad):   # linear: the transpose of the window sums, in minigrad ops
-        like = ctx.xp.zeros(ctx.in_shape[1:] if ctx.unbatched else ctx.in_shape, grad.data.dtype)
+        like = ctx.xp.zeros(ctx.in_shape[1:] if ctx.unbatched else ctx.in_shape, grad.array.dtype)
         return _transpose(ctx, lambda t: _avg_tangent(ctx, t), like, grad)
 
     @classmethod
