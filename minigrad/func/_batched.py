@@ -48,7 +48,7 @@ def pop_level(token):
 
 def raw(t):
     """A tensor's backend array (the one place that names the storage field)."""
-    return t.data
+    return t.array
 
 
 class BatchedTensor(Tensor):
@@ -84,6 +84,15 @@ class BatchedTensor(Tensor):
     def __index__(self):
         self._refuse("use as an index")
 
+    @property
+    def data(self):
+        """PyTorch's ``.data`` of every example: the batch, cut from the graph (not the first example)."""
+        return wrap(self.physical.detach(), self.levels)
+
+    @data.setter
+    def data(self, value):
+        self._refuse("setting .data")
+
     def requires_grad_(self, requires_grad=True):
         self._refuse("requires_grad_() (make the input require grad outside vmap, or use minigrad.func.grad)")
 
@@ -109,7 +118,7 @@ def wrap(physical, levels):
     except (AttributeError, ValueError):   # CuPy arrays have no flags to set
         pass
     t = object.__new__(BatchedTensor)
-    t.data = example
+    t.array = example
     t.device = physical.device
     t.requires_grad = physical.requires_grad
     t.grad = None

@@ -243,3 +243,9 @@ def test_forward_mode_under_vmap_uses_two_reverse_passes_per_example():
     np.testing.assert_allclose(Jf.numpy(), Jr.numpy(), rtol=1e-10)
     tan = vmap(lambda x, v: jvp(f, (x,), (v,))[1])(X, V)
     np.testing.assert_allclose(tan.numpy(), np.einsum("bij,bj->bi", Jr.numpy(), V.numpy()), rtol=1e-10)
+
+
+def test_data_of_a_batched_tensor_is_the_whole_batch_detached():
+    check(lambda x: x.data * 2 + x, rnd(3, 4))
+    with pytest.raises(VmapError, match="setting .data"):
+        vmap(lambda x: setattr(x, "data", mg.zeros(4)) or x)(rnd(3, 4))
