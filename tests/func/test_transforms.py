@@ -228,3 +228,9 @@ def test_a_wgan_gp_style_gradient_penalty_trains():
         gW, ga = grad(penalty, argnums=(0, 1))(W, a)
         W, a = W - 0.2 * gW, a - 0.2 * ga
     assert float(penalty(W, a).numpy()) < 0.2 * start
+
+
+def test_forward_mode_levels_do_not_nest_and_say_so():
+    from minigrad.func.transforms import ForwardOverReverseError
+    with pytest.raises(ForwardOverReverseError, match="do not nest"):
+        jacfwd(jacfwd(f_scalar))(rnd(3))
