@@ -11,7 +11,7 @@ This file holds the registry and the rules of the elementwise, reduction, shape,
 linear-algebra ops; ``rules_nn.py`` those of the nn ops (conv, pooling, norms, losses, attention).
 """
 from ..ops import compare as _cmp, elementwise as _ew, indexing as _ix, linalg as _la, reduce as _red
-from ..ops import shape as _sh, transfer as _tr
+from ..ops import shape as _sh, shape_copy as _shc, transfer as _tr
 from ..ops.nn import activation as _act
 from ._batched import VmapError
 
@@ -111,7 +111,7 @@ def max_ndim(batch):
 # --- elementwise: pad batched arguments to the common logical ndim, then broadcast -------------------
 @register(_ew.Add, _ew.Sub, _ew.Mul, _ew.Div, _ew.Pow, _ew.Maximum, _ew.Minimum, _ew.Where, _ew.Neg, _ew.Exp,
           _ew.Log, _ew.Sqrt, _ew.Abs, _ew.Sin, _ew.Cos, _ew.Clamp, _ew.Cast, _ew.Clone, _act.ReLU,
-          _act.LeakyReLU, _act.GELU, _act.Sigmoid, _act.Tanh, _act.SiLU, _ix.MaskedFill, _tr.ToDevice)
+          _act.LeakyReLU, _act.GELU, _act.Sigmoid, _act.Tanh, _act.SiLU, _act.Erf, _ix.MaskedFill, _tr.ToDevice)
 def elementwise(op, args, kwargs, batch):
     n = max_ndim(batch)
     return op.apply(*(batch.pad(a, i, n) for i, a in enumerate(args)), **kwargs)
@@ -204,6 +204,16 @@ def cat(op, args, kwargs, batch):
 @register(_sh.Pad)
 def pad(op, args, kwargs, batch):
     return op.apply(args[0], widths=((0, 0),) * batch.k + tuple(kwargs["widths"]), value=kwargs["value"])
+
+
+@register(_shc.Roll)
+def roll(op, args, kwargs, batch):
+    dims = kwargs["dims"]
+    if dims is None:       # rolls each example's flattened elements
+        a = args[0]
+        flat = op.apply(_sh.reshape(a, batch.sizes + (-1,)), shifts=kwargs["shifts"], dims=batch.k)
+        return _sh.reshape(flat, tuple(a.shape))
+    return op.apply(args[0], shifts=kwargs["shifts"], dims=batch.dim(dims if isinstance(dims, int) else tuple(dims)))
 
 
 @register(_sh.Flip)

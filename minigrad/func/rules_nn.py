@@ -7,7 +7,7 @@ example's own dims, so a 'mean' never averages across the vmap batch.
 """
 from ..ops import elementwise as _ew, reduce as _red, shape as _sh
 from ..ops.nn import attention as _att, conv as _conv, embedding as _emb, flash_attention as _fa
-from ..ops.nn import linear as _lin, loss as _loss, norm as _norm, pool as _pool
+from ..ops.nn import linear as _lin, loss as _loss, norm as _norm, pointwise_loss as _ploss, pool as _pool
 from ..tensor_base import TensorBase
 from ._batched import VmapError, raw
 from .rules import batched_matmul, max_ndim, register
@@ -106,7 +106,7 @@ def _reduce_per_example(per, reduction, batch, denom=None):
     return _ew.div(total, denom)
 
 
-@register(_loss.MseLoss, _loss.BinaryCrossEntropyWithLogits)
+@register(_loss.MseLoss, _loss.BinaryCrossEntropyWithLogits, _ploss.SmoothL1Loss, _ploss.BinaryCrossEntropy)
 def elementwise_loss(op, args, kwargs, batch):
     n = max_ndim(batch)
     padded = [batch.pad(a, i, n) if isinstance(a, TensorBase) else a for i, a in enumerate(args)]

@@ -7,6 +7,7 @@ import pytest
 import minigrad as mg
 import minigrad.nn.functional as F
 from minigrad.func import VmapError, grad, vmap
+from minigrad.ops.nn.activation import Erf   # GELU's derivative, an op of its own
 
 D = mg.float64
 
@@ -38,7 +39,7 @@ ELEMENTWISE = [
     lambda a, b: a + b, lambda a, b: a - b * 2, lambda a, b: a * b, lambda a, b: a / (b.abs() + 1),
     lambda a, b: mg.maximum(a, b), lambda a, b: mg.minimum(a, b) ** 2, lambda a, b: mg.where(a > b, a, b),
     lambda a, b: (a.exp() + b.abs().sqrt() + (a.abs() + 1).log() + a.sin() * b.cos()),
-    lambda a, b: a.clamp(-0.5, 0.5) + F.relu(b) + F.gelu(a) + F.silu(b) + a.sigmoid() + b.tanh(),
+    lambda a, b: a.clamp(-0.5, 0.5) + F.relu(b) + F.gelu(a) + F.silu(b) + a.sigmoid() + b.tanh() + Erf.apply(a),
     lambda a, b: F.leaky_relu(a, 0.1) - (-b) + a.clone() + a.to(mg.float32).to(D),
     lambda a, b: a.masked_fill(b > 0, 3.0) + (a >= b).to(D) + (a == a).to(D),
 ]
@@ -74,7 +75,8 @@ SHAPES = [
     lambda a: mg.cat([a, a * 2], 1), lambda a: mg.stack([a, a], 0), lambda a: a.flip(0),
     lambda a: F.pad(a, (1, 2)), lambda a: a.repeat(2, 1), lambda a: a.tril(), lambda a: a.triu(1),
     lambda a: a.split(2, 1)[1], lambda a: a.chunk(2, 0)[0], lambda a: a.squeeze(), lambda a: a.narrow(1, 1, 2),
-    lambda a: a.gather(1, mg.tensor([[0, 1], [2, 2], [4, 0], [1, 1]])),
+    lambda a: a.gather(1, mg.tensor([[0, 1], [2, 2], [4, 0], [1, 1]])), lambda a: mg.roll(a, 1, 0),
+    lambda a: mg.roll(a, (2, -1), (1, 0)), lambda a: mg.roll(a, 3),
 ]
 
 
@@ -127,6 +129,8 @@ def test_losses_reduce_over_each_example(reduction):
     y = rnd(3, 4, 5, seed=9)
     check(lambda x, y: F.mse_loss(x, y, reduction=reduction), x, y)
     check(lambda x, y: F.binary_cross_entropy_with_logits(x, y.sigmoid(), reduction=reduction), x, y)
+    check(lambda x, y: F.binary_cross_entropy(x.sigmoid(), y.sigmoid(), reduction=reduction), x, y)
+    check(lambda x, y: F.smooth_l1_loss(x, y, reduction=reduction) + F.huber_loss(x, y, reduction=reduction), x, y)
     check(lambda x: F.cross_entropy(x, mg.tensor(2), reduction=reduction), rnd(3, 5))   # unbatched example
 
 
