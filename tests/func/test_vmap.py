@@ -253,3 +253,28 @@ def test_data_of_a_batched_tensor_is_the_whole_batch_detached():
     check(lambda x: x.data * 2 + x, rnd(3, 4))
     with pytest.raises(VmapError, match="setting .data"):
         vmap(lambda x: setattr(x, "data", mg.zeros(4)) or x)(rnd(3, 4))
+
+
+# ops that have no batching rule, on purpose (each raises VmapError naming it under vmap)
+WITHOUT_RULE = {
+    "SetItem": "in-place writes into a batched tensor are refused",
+    "IndexScatter": "getitem's backward companion: runs on physical tensors only",
+    "MaxDim": "max/min(dim) are batched as the public functions (their index is computed outside the op)",
+    "ConvInputGrad": "conv's backward companions run on physical tensors only",
+    "ConvWeightGrad": "conv's backward companions run on physical tensors only",
+    "_Pick": "abstract base of maximum/minimum (they have the rule)",
+}
+
+
+def test_every_op_has_a_batching_rule_or_a_reason():
+    from minigrad.autograd.function import Function
+    from minigrad.func import rules
+
+    def subclasses(c):
+        for s in c.__subclasses__():
+            yield s
+            yield from subclasses(s)
+    ops = {s for s in subclasses(Function) if s.__module__.startswith("minigrad.ops")}
+    missing = sorted(s.__name__ for s in ops if not any(k in rules._rules for k in s.__mro__))
+    assert missing == sorted(WITHOUT_RULE), f"ops without a batching rule (add one in minigrad/func/rules*.py, or " \
+                                            f"a reason here): {sorted(set(missing) - set(WITHOUT_RULE))}"
