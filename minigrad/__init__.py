@@ -43,6 +43,7 @@ from .nn import parallel as _nn_parallel  # noqa: E402,F401  (mg.nn.parallel.Dis
 from . import accelerator, backends  # noqa: E402  (PyTorch's device questions and library switches)
 from .legacy import (BoolTensor, ByteTensor, CharTensor, DoubleTensor, FloatTensor, HalfTensor,  # noqa: E402
                      IntTensor, LongTensor, ShortTensor)
+from . import func  # noqa: E402  (function transforms: grad, vjp, jvp, jacrev, jacfwd, hessian, vmap)
 from .random import Generator, default_generator, initial_seed, manual_seed, seed, get_rng_state, set_rng_state
 
 

@@ -18,7 +18,7 @@ CORE = ("minigrad.tensor", "minigrad.tensor_base", "minigrad.autograd", "minigra
 FEATURES = ("minigrad.nn", "minigrad.optim", "minigrad.memory", "minigrad.amp", "minigrad.distributed",
             "minigrad.compiler", "minigrad.profiler", "minigrad.utils", "minigrad.datasets",
             "minigrad.examples", "minigrad.serialization", "minigrad.inference", "minigrad.onnx",
-            "minigrad.safetensors_io", "minigrad.budget", "minigrad.as_torch", "autograder", "tools")
+            "minigrad.safetensors_io", "minigrad.budget", "minigrad.as_torch", "minigrad.func", "autograder", "tools")
 
 
 def _module_name(path):

@@ -1,6 +1,6 @@
 """The course's hostile corpus (hostile_course/): graded in one batch with every reference solution beside it,
 each hostile submission scores 0 for what it cheats on and keeps everything else, the references keep 100 %
-(hidden cases included), and the batch finishes with a row for everyone. Each assignment (a1-a7, a9, a10) has a cheat
+(hidden cases included), and the batch finishes with a row for everyone. Each assignment (a1-a10) has a cheat
 for each of the four causes of issue 22 (the files' headers say which part exercises which cause)."""
 import json
 import os
@@ -64,6 +64,11 @@ EXPECT = {
     "a7_routes": {"part1": STUB.format(r"minigrad\.compiler\.fusion\.find_chains"),
                   "part2/fused memory": r"credited only to a fused chain whose output is right",
                   "part3": IMPORT.format(r"autograder\.verdicts")},
+    "a8_routes": {"part1": IMPORT.format(r"autograder\.assignments\._a8_autodiff_modes\.references"),
+                  "part2": PATCH.format(r"minigrad\.autograd\.grad"),
+                  "part3": STUB.format(r"minigrad\.func\.transforms\.hessian")},
+    "a8_trivial": {"part2/second derivatives (gradgradcheck)": r"it is 0 everywhere: Tanh\.vjp's gradient is cut",
+                   "part2/a gradient penalty through Tanh": r"the penalty's gradient with respect to W"},
     "a9_routes": {"part1": STUB.format(r"minigrad\.distributed\.tensor_parallel\.comm_ops\.CopyToParallel\.forward"),
                   "part2/forward all-gathers the shard": r"rank 0 ran no collective in forward; expected all_gather",
                   "part2/backward gathers again and reduce-scatters": r"ran no collective in backward",

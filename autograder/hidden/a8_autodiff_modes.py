@@ -1,0 +1,28 @@
+"""Hidden cases for a8_autodiff_modes: other seeds and shapes for every public test (never sent to the
+sandbox: the parent builds the arrays). Students see "hidden case N"."""
+CASES = {
+    "part1/arithmetic": [{"op": "mul", "seed": 101, "a": [2, 1, 3], "b": [4, 1]},
+                         {"op": "div", "seed": 102, "a": [3, 2], "b": [2]},
+                         {"op": "sub", "seed": 103, "a": [4], "b": [4], "b_dual": False, "const_first": True}],
+    "part1/exp": [{"op": "exp", "seed": 104, "a": [3, 1, 2]}],
+    "part1/log": [{"op": "log", "seed": 105, "a": [7]}],
+    "part1/sin": [{"op": "sin", "seed": 106, "a": [2, 5]}],
+    "part1/matmul": [{"op": "matmul", "seed": 107, "a": [5, 2], "b": [2, 6]},
+                     {"op": "matmul", "seed": 108, "a": [3, 2, 4], "b": [4, 3]},
+                     {"op": "matmul", "seed": 109, "a": [4], "b": [4]}],
+    "part1/softmax": [{"op": "softmax", "seed": 110, "a": [6], "dim": 0},
+                      {"op": "softmax", "seed": 111, "a": [2, 4, 3], "dim": 1, "scale": 300.0}],
+    "part1/sum": [{"op": "sum", "seed": 112, "a": [2, 5], "dim": 1, "keepdim": True},
+                  {"op": "sum", "seed": 113, "a": [3, 2, 2], "dim": -1}],
+    "part1/jvp of a composed function": [{"seed": 114, "n": 3, "d": 4, "k": 3}],
+    "part2/first derivatives": [{"op": "tanh", "seed": 150, "x": [2, 3, 2]},
+                                {"op": "lse", "seed": 151, "x": [2, 3, 4], "dim": 2}],
+    "part2/second derivatives (gradgradcheck)": [{"op": "tanh", "seed": 160, "x": [7]},
+                                                 {"op": "softplus", "seed": 161, "x": [2, 3], "scale": 3.0},
+                                                 {"op": "lse", "seed": 162, "x": [2, 3, 2], "dim": 1}],
+    "part2/a gradient penalty through Tanh": [{"seed": 170, "n": 3, "d": 4, "h": 3}],
+    "part3/H v of hidden functions": [{"fn": "mix", "seed": 180, "x": [2, 6]},
+                                      {"fn": "coupled", "seed": 181, "x": [3, 5]}],
+    "part3/H v of an MLP's loss": [{"fn": "mlp", "seed": 183, "x": [20]}],
+    "part3/H v at 20,000 dims": [{"fn": "large", "seed": 184, "x": [100, 200]}],
+}
