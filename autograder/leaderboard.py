@@ -6,7 +6,8 @@ A spec opts in with a module-level ``LEADERBOARD`` dict (a11_capstone's)::
                    "metric": "cpu_s", "lower_is_better": True,
                    "qualify": ["part2/reaches the validation loss", "part2/fits the budget"],   # full marks
                    "top": 3, "repeats": 3,                  # entries re-run, children per entry
-                   "control": {"a11-train": "def train(*args, **kwargs):\\n    pass\\n"}}
+                   "control": {"a11-train": "def train(*args, **kwargs):\\n    pass\\n"},
+                   "review_above": {"speed_vs_plain": 1.5}}   # a note: faster than training can be
 
 After a class is graded (``grade FOLDER -a aN --csv/--json``), the entries with full marks on ``qualify`` are
 ranked by the metric their grading measured. Nothing the student's notebook says about its own speed is
@@ -18,7 +19,9 @@ process around the child, out of the child's reach), less those of a control chi
 ``control`` stand-ins (the interpreter, the imports, the preamble). The re-run's verdict must pass again, or
 the entry is listed as not reproduced. Entries are ranked by the median of those kernel-counted seconds; the
 child's own timing of the run (its clocks, bound before student code) is shown beside it, and an entry whose
-kernel seconds are far above it (work done outside the timed call, e.g. while its cells ran) is flagged.
+kernel seconds are far above it (work done outside the timed call, e.g. while its cells ran), or whose
+metrics pass ``review_above`` (a11: faster than the plain float32 loop, which no honest run under a smaller
+budget is), gets a note for the instructor.
 """
 from __future__ import annotations
 
@@ -127,7 +130,7 @@ def rerun(a, board: dict, rows: list[Row], *, top: int | None = None, repeats: i
         log(f"leaderboard: control child {control:.2f} s of CPU (interpreter, imports, preamble)")
     for row in chosen:
         run, part, test, case = _job(a, board, load_submission(row.path).cells, timeout)
-        kernel, child = [], []
+        kernel, child, seen = [], [], {}
         for _ in range(repeats):
             cpu, obs = _kernel_cpu(run)
             v = test.verdict(case, obs, VerdictContext(a, part, test, case, None)) if obs is not None else None
@@ -138,12 +141,19 @@ def rerun(a, board: dict, rows: list[Row], *, top: int | None = None, repeats: i
                 break
             kernel.append(cpu - control)
             child.append(float(v.metrics.get(board["metric"], float("nan"))))
+            for key in board.get("review_above", {}):
+                seen.setdefault(key, []).append(float(v.metrics.get(key, float("nan"))))
         else:
             row.status = "verified"
             row.verified_s, row.child_s = statistics.median(kernel), statistics.median(child)
             if row.verified_s > 1.5 * row.child_s + 0.5:
                 row.note = (f"the kernel counted {row.verified_s:.2f} s beyond the control, the timed call "
                             f"{row.child_s:.2f} s: work done outside train()")
+            for key, limit in board.get("review_above", {}).items():
+                if statistics.median(seen[key]) > limit:
+                    row.note = (row.note + "; " if row.note else "") + (
+                        f"{key} {statistics.median(seen[key]):.2f} > {limit}: faster than it can be by "
+                        f"training, read its code")
         log(f"leaderboard: {row.submission}: {row.status} {row.runs}")
     verified = sorted((r for r in chosen if r.status == "verified"), key=lambda r: r.verified_s,
                       reverse=not board.get("lower_is_better", True))
