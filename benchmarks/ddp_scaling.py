@@ -53,7 +53,7 @@ def minigrad_worker(model_name, steps, batch):
         idx = mg.tensor(rng.integers(0, 65, (batch, 32)))
         tgt = mg.tensor(rng.integers(0, 65, (batch, 32)))
         loss_of = lambda m: lm_loss(m(idx), tgt)  # noqa: E731
-    grad_bytes = sum(p.data.nbytes for p in net.parameters())
+    grad_bytes = sum(p.array.nbytes for p in net.parameters())
     result = {"model": model_name, "world": world, "grad_bytes": grad_bytes}
     for label, caps in (("buckets", {}), ("one", {"bucket_cap_mb": 1e6, "first_bucket_cap_mb": 1e6})):
         ddp = dist.DistributedDataParallel(net, **caps)

@@ -60,7 +60,7 @@ def sign_branch(x):
 
 def read_mid_piece(x):
     h = (x * 2.0).tanh()
-    peek = float(h.data.max())                  # program code reads a fused-away value: computed on the spot
+    peek = float(h.array.max())                  # program code reads a fused-away value: computed on the spot
     return (h * 3.0 + peek).sum() * x.mean().item()
 
 

@@ -108,7 +108,7 @@ class _Encoder:
         if isinstance(obj, str):
             return {"type": "str", "value": obj}
         if isinstance(obj, Tensor):
-            host = obj.data if obj.device.type == "cpu" and isinstance(obj.data, np.ndarray) else np.asarray(obj)
+            host = obj.array if obj.device.type == "cpu" and isinstance(obj.array, np.ndarray) else np.asarray(obj)
             return {"type": "tensor", "ref": self._add_array(obj, host), "dtype": obj.dtype.name,
                     "device": str(obj.device), "requires_grad": bool(obj.requires_grad),
                     **_objects.tensor_flags(obj)}

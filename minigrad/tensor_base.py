@@ -20,13 +20,13 @@ from .errors import AutogradError, DTypeError, ShapeError
 
 
 class TensorBase:
-    __slots__ = ("data", "device", "requires_grad", "grad", "grad_fn", "_version_counter", "_acc",
+    __slots__ = ("array", "device", "requires_grad", "grad", "grad_fn", "_version_counter", "_acc",
                  "_post_acc_hooks", "_is_view", "_retain", "__weakref__")
     __array_priority__ = 1000  # make ndarray (op) Tensor defer to Tensor's reflected operators
 
     def __init__(self, data, dtype=None, device=None, requires_grad=False):
         t = tensor(data, dtype=dtype, device=device, requires_grad=requires_grad)
-        for name in ("data", "device", "requires_grad", "grad", "grad_fn", "_version_counter"):
+        for name in ("array", "device", "requires_grad", "grad", "grad_fn", "_version_counter"):
             object.__setattr__(self, name, getattr(t, name))
 
     @staticmethod
@@ -34,7 +34,7 @@ class TensorBase:
         """Fast internal constructor: a ``Tensor`` around a backend array already on ``device`` (no copy,
         no checks). The class is the one ``tensor.py`` hands to autograd (``bind_tensor_class``)."""
         t = object.__new__(_function.Tensor)
-        t.data = data
+        t.array = data
         t.device = device
         t.requires_grad = requires_grad
         t.grad = None
@@ -42,18 +42,33 @@ class TensorBase:
         t._version_counter = VersionCounter()
         return t  # _acc, _post_acc_hooks, _is_view, _retain stay unset until used (read with defaults)
 
+    # --- storage: ``.array`` is the backend array; ``.data`` is PyTorch's ---------------------------
+    @property
+    def data(self):
+        """PyTorch's ``.data``: a tensor on the same storage, cut from the graph (``requires_grad=False``), whose
+        in-place changes autograd does not see (it has its own version counter). ``p.data.add_(u)`` updates
+        ``p`` behind autograd's back, as in PyTorch. The raw NumPy/CuPy array is ``.array``."""
+        return TensorBase._make(self.array, self.device)
+
+    @data.setter
+    def data(self, value):
+        if not isinstance(value, TensorBase):
+            raise TypeError(f"Tensor.data: expected a Tensor to take the storage of, got {type(value).__name__} "
+                            f"(to set the raw NumPy/CuPy array, assign .array)")
+        self.array, self.device = value.array, value.device
+
     # --- metadata ---------------------------------------------------------------------------------
     @property
     def shape(self):
-        return self.data.shape
+        return self.array.shape
 
     @property
     def ndim(self):
-        return self.data.ndim
+        return self.array.ndim
 
     @property
     def dtype(self):
-        return dtypes.from_numpy_dtype(self.data.dtype)
+        return dtypes.from_numpy_dtype(self.array.dtype)
 
     @property
     def is_leaf(self):
@@ -69,36 +84,36 @@ class TensorBase:
 
     @property
     def itemsize(self):
-        return self.data.itemsize
+        return self.array.itemsize
 
     @property
     def nbytes(self):
-        return self.data.nbytes
+        return self.array.nbytes
 
     def size(self, dim=None):
-        return self.data.shape if dim is None else self.data.shape[dim]
+        return self.array.shape if dim is None else self.array.shape[dim]
 
     def dim(self):
-        return self.data.ndim
+        return self.array.ndim
 
     def numel(self):
-        return int(self.data.size)
+        return int(self.array.size)
 
     def element_size(self):
-        return self.data.itemsize
+        return self.array.itemsize
 
     def is_floating_point(self):
-        return self.data.dtype.kind == "f"
+        return self.array.dtype.kind == "f"
 
     def __len__(self):
-        if self.data.ndim == 0:
+        if self.array.ndim == 0:
             raise TypeError("len() of a 0-d tensor")
-        return self.data.shape[0]
+        return self.array.shape[0]
 
     def __iter__(self):
-        if self.data.ndim == 0:
+        if self.array.ndim == 0:
             raise TypeError("iteration over a 0-d tensor")
-        return (self[i] for i in range(self.data.shape[0]))
+        return (self[i] for i in range(self.array.shape[0]))
 
     __hash__ = object.__hash__
 
@@ -106,14 +121,14 @@ class TensorBase:
     def __deepcopy__(self, memo):
         if self.grad_fn is not None:
             raise AutogradError("deepcopy: only leaf tensors can be deep-copied (detach() first)")
-        t = TensorBase._make(self.data.copy(), self.device, self.requires_grad)
+        t = TensorBase._make(self.array.copy(), self.device, self.requires_grad)
         if self.grad is not None:
-            t.grad = TensorBase._make(self.grad.data.copy(), self.device)
+            t.grad = TensorBase._make(self.grad.array.copy(), self.device)
         memo[id(self)] = t
         return t
 
     def __reduce_ex__(self, protocol):
-        host = get_backend(self.device).to_host(self.data)
+        host = get_backend(self.device).to_host(self.array)
         return (_rebuild, (host, str(self.device), self.requires_grad))
 
     # --- conversion -------------------------------------------------------------------------------
@@ -123,26 +138,26 @@ class TensorBase:
         if self.requires_grad and grad_mode.is_grad_enabled():
             raise AutogradError("numpy(): can't call numpy() on a tensor that requires grad; "
                                 "use tensor.detach().numpy()")
-        return self.device.backend.to_host(self.data) if self.device is not CPU else self.data
+        return self.device.backend.to_host(self.array) if self.device is not CPU else self.array
 
     def item(self):
         if _ext.host_reads:
             _ext.host_read(self, "item")
-        if self.data.size != 1:
+        if self.array.size != 1:
             raise ShapeError(f"item(): only one-element tensors can be converted to Python scalars "
                              f"(shape {tuple(self.shape)})")
-        return self.data.reshape(()).item() if self.device is CPU else \
-            get_backend(self.device).to_host(self.data).reshape(()).item()
+        return self.array.reshape(()).item() if self.device is CPU else \
+            get_backend(self.device).to_host(self.array).reshape(()).item()
 
     def tolist(self):
         if _ext.host_reads:
             _ext.host_read(self, "tolist")
-        return get_backend(self.device).to_host(self.data).tolist()
+        return get_backend(self.device).to_host(self.array).tolist()
 
     def __array__(self, dtype=None, copy=None):
         if _ext.host_reads:
             _ext.host_read(self, "array")
-        arr = get_backend(self.device).to_host(self.data)
+        arr = get_backend(self.device).to_host(self.array)
         return arr if dtype is None else arr.astype(dtype, copy=False)
 
     def __float__(self):
@@ -158,28 +173,28 @@ class TensorBase:
     def __index__(self):
         if _ext.host_reads:
             _ext.host_read(self, "index")
-        if self.data.dtype.kind not in "iub" or self.data.size != 1:
+        if self.array.dtype.kind not in "iub" or self.array.size != 1:
             raise TypeError("only integer tensors of a single element can be converted to an index")
         return int(self.item())
 
     def __bool__(self):
         if _ext.host_reads:
             _ext.host_read(self, "bool")
-        if self.data.size != 1:
-            raise ShapeError(f"bool(): the truth value of a tensor with {self.data.size} elements is ambiguous "
+        if self.array.size != 1:
+            raise ShapeError(f"bool(): the truth value of a tensor with {self.array.size} elements is ambiguous "
                              f"(shape {tuple(self.shape)}); use .any() or .all()")
         return bool(self.item())
 
     def __repr__(self):
         if _ext.host_reads:
             _ext.host_read(self, "repr")
-        arr = get_backend(self.device).to_host(self.data)
+        arr = get_backend(self.device).to_host(self.array)
         body = np.array2string(arr, separator=", ", prefix="tensor(", precision=4,
                                threshold=200, edgeitems=3)
         extra = []
         if self.device is not CPU:
             extra.append(f"device='{self.device}'")
-        if self.data.dtype not in (np.float32, np.int64, np.bool_):
+        if self.array.dtype not in (np.float32, np.int64, np.bool_):
             extra.append(f"dtype={self.dtype}")
         if self.grad_fn is not None:
             extra.append(f"grad_fn={self.grad_fn!r}")  # <Mul>: the node is the Mul op's ctx
@@ -200,7 +215,7 @@ class TensorBase:
             return acc
 
     def requires_grad_(self, requires_grad=True):
-        if requires_grad and self.data.dtype.kind not in "fc":
+        if requires_grad and self.array.dtype.kind not in "fc":
             raise DTypeError(f"requires_grad_: only floating point tensors can require gradients "
                              f"(got {self.dtype})")
         if not requires_grad and self.grad_fn is not None:
@@ -211,7 +226,7 @@ class TensorBase:
     @_ext.outside_apply
     def detach(self):
         """Same storage, cut from the graph (shares the version counter, like PyTorch)."""
-        t = TensorBase._make(self.data, self.device)
+        t = TensorBase._make(self.array, self.device)
         t._version_counter = self._version_counter
         return t
 
@@ -231,9 +246,9 @@ class TensorBase:
             t = ref()
             if t is not None:
                 if t.grad is None:
-                    t.grad = TensorBase._make(g.data.copy(), t.device)
+                    t.grad = TensorBase._make(g.array.copy(), t.device)
                 else:
-                    t.grad.data += g.data
+                    t.grad.array += g.array
         self._retain = True
         self.register_hook(hook)
         hook.retains_grad = True  # register_hook keeps it last: .grad is the gradient after all hooks
@@ -257,7 +272,7 @@ class TensorBase:
     def is_contiguous(self):
         """True when the memory is C-order. A conv's output is not: it is channels-last memory viewed as
         (N, C, H, W), as with PyTorch's ``memory_format=torch.channels_last``."""
-        return bool(self.data.flags.c_contiguous)
+        return bool(self.array.flags.c_contiguous)
 
 
 def _rebuild(host, device, requires_grad):
@@ -286,8 +301,8 @@ def tensor(data, dtype=None, device=None, requires_grad=False):
     dev = _device(device) if device is not None else (data.device if isinstance(data, TensorBase) else CPU)
     be = get_backend(dev)
     if isinstance(data, TensorBase):
-        host = data.data if data.device == dev else get_backend(data.device).to_host(data.data)
-        np_dt = dtypes.np_dtype(dtype) or data.data.dtype
+        host = data.array if data.device == dev else get_backend(data.device).to_host(data.array)
+        np_dt = dtypes.np_dtype(dtype) or data.array.dtype
     else:
         if isinstance(data, (list, tuple)) and any(isinstance(x, TensorBase) for x in data):
             data = [x.tolist() if isinstance(x, TensorBase) else x for x in data]

@@ -32,7 +32,7 @@ def test_tensor_copies_its_input(device):
     a[0] = 99.0
     assert host(t)[0] == 1.0
     u = mg.tensor(t)
-    u.data[1] = -1.0
+    u.array[1] = -1.0
     assert host(t)[1] == 2.0
     assert mg.from_numpy(a).dtype == mg.float64
 
@@ -288,7 +288,7 @@ def test_detach_clone_requires_grad_(device):
     assert not d.requires_grad and d.grad_fn is None and d.is_leaf
     np.testing.assert_array_equal(host(d), [3.0, 6.0])
     c = x.clone()
-    assert c.requires_grad and c.grad_fn is not None and c.data is not x.data
+    assert c.requires_grad and c.grad_fn is not None and c.array is not x.array
     (c * 2).sum().backward()
     np.testing.assert_array_equal(host(x.grad), [2.0, 2.0])
     with pytest.raises(AutogradError, match="non-leaf"):

@@ -50,7 +50,7 @@ def _adamw_reference(p0, grads, lrs, betas, eps, wd, decoupled=True):
         opt.param_groups[0]["lr"] = float(lr)
         param.grad = mg.tensor(np.array(g, dtype=np.float64))
         opt.step()
-        out.append(np.array(param.data, dtype=np.float64))
+        out.append(np.array(param.array, dtype=np.float64))
     return np.stack(out)
 
 
@@ -69,7 +69,7 @@ def observe_adamw(ns, case):
             param.grad = mg.tensor(case[f"g{i}"][t].copy())
         opt.step()
         for i, param in enumerate(params):
-            traj[i].append(np.array(param.data, dtype=np.float64, copy=True))
+            traj[i].append(np.array(param.array, dtype=np.float64, copy=True))
     return {f"traj{i}": np.stack(traj[i]) for i in range(n)}
 
 
@@ -131,7 +131,7 @@ def observe_adamw_memory(ns, case):
         for _ in range(p["steps"]):
             opt.step()
     return {"peak": np.array(m.peak, dtype=np.int64),
-            "nbytes": np.array([param.data.nbytes for param in params], dtype=np.int64)}
+            "nbytes": np.array([param.array.nbytes for param in params], dtype=np.int64)}
 
 
 SLACK = 64 * 1024   # Python objects around the arrays (dicts, lists, 0-d scalars)
@@ -160,7 +160,7 @@ def observe_skip(ns, case):
     opt = ns.AdamW([a, b], lr=0.1, weight_decay=0.0)
     a.grad = mg.tensor(case["g0"][0].copy())
     opt.step()
-    return {"a": np.array(a.data), "b": np.array(b.data)}
+    return {"a": np.array(a.array), "b": np.array(b.array)}
 
 
 def verdict_skip(case, obs, ctx):
@@ -259,11 +259,11 @@ def _clip_run(ns, case, max_norm):
     params = [mg.zeros(*case[f"g{i}"].shape, dtype=mg.float64, requires_grad=True) for i in range(n)]
     for i, w in enumerate(params):
         w.grad = mg.tensor(case[f"g{i}"].copy())
-    arrays = [w.grad.data for w in params]
+    arrays = [w.grad.array for w in params]
     total = ns.clip_grad_norm_(params, max_norm)
-    out = {f"g{i}": np.array(w.grad.data) for i, w in enumerate(params)}
+    out = {f"g{i}": np.array(w.grad.array) for i, w in enumerate(params)}
     out["total"] = np.array(float(total.item() if hasattr(total, "item") else total))
-    out["in_place"] = np.array(all(w.grad.data is a for w, a in zip(params, arrays)))
+    out["in_place"] = np.array(all(w.grad.array is a for w, a in zip(params, arrays)))
     return out
 
 
@@ -352,7 +352,7 @@ def _accum_run(ns, case, x):
     seen, step = {}, opt.step
 
     def spy():                         # the parent judges the gradients the optimizer saw
-        seen["w"], seen["b"] = np.array(w.grad.data), np.array(b.grad.data)
+        seen["w"], seen["b"] = np.array(w.grad.array), np.array(b.grad.array)
         step()
     opt.step = spy
 
@@ -360,10 +360,10 @@ def _accum_run(ns, case, x):
         return ((xb @ w + b - yb) ** 2).mean()
     out = ns.accumulate_step([w, b], micro, loss_fn, opt)
     loss, stepped = out
-    res = {"w": np.array(w.data), "b": np.array(b.data), "stepped": np.array(bool(stepped)),
+    res = {"w": np.array(w.array), "b": np.array(b.array), "stepped": np.array(bool(stepped)),
            "loss": np.array(float(loss.item() if hasattr(loss, "item") else loss))}
     res.update({f"seen_{k}": v for k, v in seen.items()})
-    res["grads_cleared"] = np.array(w.grad is None or not np.any(np.asarray(w.grad.data)))
+    res["grads_cleared"] = np.array(w.grad is None or not np.any(np.asarray(w.grad.array)))
     return res
 
 

@@ -291,7 +291,7 @@ def _saved_bytes(loss):
         attrs = [v for k, v in (vars(node).items() if hasattr(node, "__dict__") else ()) if not k.startswith("_")]
         for a in (*saved, *attrs):
             if not isinstance(a, np.ndarray):
-                a = getattr(a, "data", a)          # a Tensor kept as an attribute
+                a = getattr(a, "array", a)         # a Tensor kept as an attribute
             if isinstance(a, np.ndarray):
                 arrays[id(a)] = a.nbytes
         stack += [e[0] for e in (getattr(node, "next", ()) or ()) if e is not None]

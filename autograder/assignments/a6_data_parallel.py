@@ -261,7 +261,7 @@ def _ddp_rank(comm, ns, model, case, steps, trace):
         with mg.no_grad():
             for p in params:
                 if p.grad is not None:
-                    p.data -= LR * p.grad.data
+                    p.array -= LR * p.grad.array
     locals_ = [local.get(k, np.full(p.shape, np.nan)) for k, p in enumerate(params)]
     return first, [p.detach().numpy() for p in params], locals_
 
@@ -274,7 +274,7 @@ def _observe_ddp(ns, case, steps):
     for _ in range(case.params["world"]):
         m = nn.Sequential(nn.Linear(i, h), nn.Tanh(), nn.Linear(h, o)).double()
         for p, name in zip(m.parameters(), PARAMS):
-            p.data[...] = case[name]
+            p.array[...] = case[name]
         models.append(m)
     traces = [[] for _ in models]
     world, results = _world_run(lambda comm, m: _ddp_rank(comm, ns, m, case, steps, traces[comm.rank]),

@@ -194,12 +194,12 @@ def observe_fused(ns, case):
     graph, tensors = _trace(case)
     fused = ns.fuse(graph, block=case.params["block"])
     out = fused.compile()(tensors)
-    obs = {"y": out.data, "n_ops": np.array(len(fused.calls()))}
+    obs = {"y": out.array, "n_ops": np.array(len(fused.calls()))}
     if out.requires_grad:
         import minigrad as mg
         out.backward(mg.tensor(case["up"]))
         names, _ = PROGRAMS[case.params["program"]]
-        obs.update({"d" + n: t.grad.data for n, t in zip(names, tensors) if t.grad is not None})
+        obs.update({"d" + n: t.grad.array for n, t in zip(names, tensors) if t.grad is not None})
     return obs
 
 
@@ -235,7 +235,7 @@ def observe_memory(ns, case):
         run(tensors)
         with meter() as m:
             out = run(tensors)
-    return {"peak": np.array(m.peak), "y": out.data}
+    return {"peak": np.array(m.peak), "y": out.array}
 
 
 def verdict_memory(case, obs, ctx):
@@ -280,7 +280,7 @@ def observe_attention(ns, case):
     y.backward(mg.tensor(case["up"]))
     one = ns.FlashAttention.apply(*[mg.tensor(case[n], dtype=mg.float64) for n in "qkv"], is_causal=p["causal"],
                                   block_size=max(p["L"], p["S"]))
-    return {"y": y.data, "y_one_block": one.data, **{"d" + n: t.grad.data for n, t in zip("qkv", ts)
+    return {"y": y.array, "y_one_block": one.array, **{"d" + n: t.grad.array for n, t in zip("qkv", ts)
                                                     if t.grad is not None}}
 
 
@@ -308,7 +308,7 @@ def observe_attention_memory(ns, case):
     with meter() as m:
         y = ns.FlashAttention.apply(*ts, is_causal=False, block_size=p["block"])
         y.sum().backward()
-    return {"peak": np.array(m.peak), "y": y.data, **{"d" + n: t.grad.data for n, t in zip("qkv", ts)
+    return {"peak": np.array(m.peak), "y": y.array, **{"d" + n: t.grad.array for n, t in zip("qkv", ts)
                                                      if t.grad is not None}}
 
 

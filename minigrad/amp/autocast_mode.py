@@ -136,7 +136,7 @@ def casts_for(op, args, kwargs):
     if low is None:
         return None
     rule = POLICY.get(op.name)
-    found = {a.data.dtype for a in args if isinstance(a, Tensor) and a.data.dtype in _ELIGIBLE}
+    found = {a.array.dtype for a in args if isinstance(a, Tensor) and a.array.dtype in _ELIGIBLE}
     if rule is LOWER:
         target = low
     elif rule is FLOAT32:
@@ -161,7 +161,7 @@ def _opmath(device, target, op):
 def _cast(region, target, compute, t):
     """``(stored, computed)`` arrays of tensor ``t`` for an op running at ``target`` (computing in
     ``compute``): parameters are cast once per region and the casts reused."""
-    a = t.data
+    a = t.array
     if a.dtype not in _ELIGIBLE:
         return a, a
     if not (region.cache_on and t.requires_grad and t.grad_fn is None):
@@ -176,5 +176,5 @@ def _cast(region, target, compute, t):
 
 def _converted(t, target, compute):
     be = t.device.backend or get_backend(t.device)
-    stored = t.data if t.data.dtype == target else convert(be, t.data, target)
+    stored = t.array if t.array.dtype == target else convert(be, t.array, target)
     return stored, stored if compute == target else convert(be, stored, compute)

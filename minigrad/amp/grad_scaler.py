@@ -79,7 +79,7 @@ class GradScaler:
             return outputs
         if isinstance(outputs, (list, tuple)):
             return type(outputs)(self.scale(o) for o in outputs)
-        if not hasattr(outputs, "data"):
+        if not hasattr(outputs, "array"):
             raise ArgumentError(f"GradScaler.scale: expected a Tensor or a list/tuple of Tensors, got "
                                 f"{type(outputs).__name__}")
         return outputs * self._scale
@@ -192,11 +192,11 @@ def _unscale_grads(optimizer, inv_scale):
             g = p.grad
             if g is None:
                 continue
-            if g.data.dtype.itemsize < 4:
+            if g.array.dtype.itemsize < 4:
                 raise DTypeError("GradScaler: attempting to unscale float16 gradients. Keep parameters in "
                                  "float32 (autocast casts on the fly), or give the optimizer float32 master "
                                  "copies (mg.amp.master_weights).")
-            by_device.setdefault(str(g.device), (g.device, []))[1].append(g.data)
+            by_device.setdefault(str(g.device), (g.device, []))[1].append(g.array)
     found = False
     for device, grads in by_device.values():
         found |= unscale_on_device(device, grads, inv_scale)

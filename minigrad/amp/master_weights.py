@@ -67,7 +67,7 @@ class master_weights:
             if set_to_none or p.grad is None:
                 p.grad = None
             else:
-                p.grad.data[...] = 0
+                p.grad.array[...] = 0
 
     def grads_to_master(self):
         """Widen each model gradient into its master's ``.grad`` (allocated once, reused); the model's
@@ -77,14 +77,14 @@ class master_weights:
                 m.grad = None
                 continue
             if m.grad is None:
-                m.grad = Tensor._make(get_backend(m.device).empty(m.data.shape, m.data.dtype), m.device)
-            _cast_copy(m.grad.data, p.grad.data, m.device)
+                m.grad = Tensor._make(get_backend(m.device).empty(m.array.shape, m.array.dtype), m.device)
+            _cast_copy(m.grad.array, p.grad.array, m.device)
             p.grad = None
 
     def master_to_model(self):
         """Round the masters into the model's parameters, in place."""
         for p, m in zip(self.model_params, self._masters):
-            _cast_copy(p.data, m.data, p.device)
+            _cast_copy(p.array, m.array, p.device)
             p._version_counter.bump()
 
     def step(self, optimizer, scaler=None):

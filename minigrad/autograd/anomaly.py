@@ -60,7 +60,7 @@ def _forward(op, args, kwargs, run):
     if out.grad_fn is not None:
         out.grad_fn._anomaly_stack = traceback.format_stack()[:-3]  # where the op was called from
     if _on.get():
-        check(out.data, out.device.xp, op.name, "output")
+        check(out.array, out.device.xp, op.name, "output")
     return out
 
 

@@ -199,7 +199,7 @@ def _run_hooks(node, g):
     for hook in node._pre_hooks:
         out = hook(Tensor._make(g, dev))
         if out is not None:
-            new = out.data if isinstance(out, Tensor) else out
+            new = out.array if isinstance(out, Tensor) else out
             if new.shape != g.shape or new.dtype != g.dtype:
                 raise GradientError(f"{node.name}: a tensor hook returned a gradient of shape "
                                     f"{tuple(new.shape)} ({new.dtype}) for one of shape {tuple(g.shape)} "
@@ -229,16 +229,16 @@ def _roots(tensors, grad_tensors, what):
             raise AutogradError(f"{what}: tensor of shape {tuple(t.shape)} does not require grad and has "
                                 f"no grad_fn (did you compute it under no_grad, or forget requires_grad=True?)")
         if g is None:
-            if t.data.size != 1:
+            if t.array.size != 1:
                 raise AutogradError(f"{what}: grad can be implicitly created only for scalar outputs; "
                                     f"got shape {tuple(t.shape)}. Pass gradient= (a tensor of that shape)")
-            g = t.device.xp.ones_like(t.data)
+            g = t.device.xp.ones_like(t.array)
         else:
-            garr = g.data if isinstance(g, Tensor) else t.device.backend.asarray(g)
+            garr = g.array if isinstance(g, Tensor) else t.device.backend.asarray(g)
             if tuple(garr.shape) != tuple(t.shape):
                 raise AutogradError(f"{what}: gradient of shape {tuple(garr.shape)} does not match the "
                                     f"tensor's shape {tuple(t.shape)}")
-            g = garr.astype(t.data.dtype, copy=True)
+            g = garr.astype(t.array.dtype, copy=True)
         roots.append((t.grad_fn or t._accumulator(), g))
     return roots
 

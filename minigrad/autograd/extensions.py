@@ -255,7 +255,7 @@ def device_of(args):
     """The device an op with these positional arguments runs on: its first tensor's (``Function.apply``
     checks that they all agree), or None. For wrappers and input casts, which see the arguments before."""
     for a in args:
-        if hasattr(a, "device") and hasattr(a, "data"):
+        if hasattr(a, "device") and hasattr(a, "array"):
             return a.device
     return None
 

@@ -203,7 +203,7 @@ class Function:
                     device = d
                 elif d is not device and d != device:
                     raise DeviceError(f"{cls.name}: tensors on different devices ({device}, {d})")
-                data = a.data
+                data = a.array
                 raw.append(data)
                 if a.requires_grad and enabled:
                     track = True
@@ -245,7 +245,7 @@ class Function:
         if be.allocator is not None:  # the memory pool: results live in its blocks (backend's storage hook)
             out = be.adopt(out)
         result = _new(Tensor)  # Tensor._make, inlined: this is the hottest path of the framework
-        result.data = out
+        result.array = out
         result.device = device
         result.grad = None
         result._version_counter = VersionCounter()
@@ -360,7 +360,7 @@ class AccumulateGrad:
                 grad = grad.copy()
             t.grad = Tensor._make(get_backend(t.device).adopt(grad), t.device)  # into the pool, if on
         else:
-            t.grad.data += grad
+            t.grad.array += grad
         hooks = getattr(t, "_post_acc_hooks", None)
         if hooks:
             for hook in hooks:

@@ -41,7 +41,7 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, seed=0, raise_exceptio
         with grad_mode.no_grad():
             res = _as_tuple(fn(*inputs))
             res = [o for o in res if isinstance(o, Tensor) and o.dtype.is_floating_point]
-            return sum(float((o.device.backend.to_host(o.data).astype(np.float64) * v).sum())
+            return sum(float((o.device.backend.to_host(o.array).astype(np.float64) * v).sum())
                        for o, v in zip(res, projections))
 
     # analytic: one vector-Jacobian product with v (autograd.grad: the inputs' .grad stay untouched)
@@ -49,26 +49,26 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, seed=0, raise_exceptio
     grads = [None] * len(targets)
     if live:
         grads = grad([o for o, _ in live], [inputs[i] for i in targets],
-                     [Tensor._make(o.device.backend.asarray(v.astype(o.data.dtype)), o.device) for o, v in live],
+                     [Tensor._make(o.device.backend.asarray(v.astype(o.array.dtype)), o.device) for o, v in live],
                      allow_unused=True)
     for i, g in zip(targets, grads):
         t = inputs[i]
-        analytic = np.zeros(t.shape) if g is None else t.device.backend.to_host(g.data)
-        host = t.device.backend.to_host(t.data).copy()
+        analytic = np.zeros(t.shape) if g is None else t.device.backend.to_host(g.array)
+        host = t.device.backend.to_host(t.array).copy()
         numeric = np.zeros(host.shape)
         flat = host.reshape(-1)
         num_flat = numeric.reshape(-1)
         for k in range(flat.size):
             orig = flat[k]
             flat[k] = orig + eps
-            t.data[...] = t.device.backend.asarray(host)
+            t.array[...] = t.device.backend.asarray(host)
             plus = loss_value()
             flat[k] = orig - eps
-            t.data[...] = t.device.backend.asarray(host)
+            t.array[...] = t.device.backend.asarray(host)
             minus = loss_value()
             flat[k] = orig
             num_flat[k] = (plus - minus) / (2 * eps)
-        t.data[...] = t.device.backend.asarray(host)
+        t.array[...] = t.device.backend.asarray(host)
         err = np.abs(analytic - numeric)
         bound = atol + rtol * np.abs(numeric)
         if np.any(err > bound) or not np.all(np.isfinite(analytic)):

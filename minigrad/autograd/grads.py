@@ -10,5 +10,5 @@ def zero_grad(params, set_to_none=True):
             p.grad = None
         else:
             p.grad.grad_fn = None
-            p.grad.data[...] = 0
+            p.grad.array[...] = 0
             p.grad._version_counter.bump()

@@ -60,8 +60,8 @@ def _forward_seconds(model, segments, x, device, use_autocast, repeats=3):
             for i, run in enumerate(runs):
                 t0 = time.perf_counter()
                 h = run(h)
-                if hasattr(h, "data"):
-                    h.data.sum()                      # finish (a no-op on NumPy; a device sync on a GPU)
+                if hasattr(h, "array"):
+                    h.array.sum()                      # finish (a no-op on NumPy; a device sync on a GPU)
                 best[i] = min(best[i], time.perf_counter() - t0)
     return best
 
@@ -90,21 +90,21 @@ class BudgetPlan:
         """Move the model's parameters and buffers, then the optimizer's state, out of the pool and back in,
         in that order, after releasing the cache: they end up packed as in a fresh pool, the layout the
         prediction starts from, instead of among the holes their initialisation left. Each tensor keeps
-        its identity (its ``.data`` is replaced by an equal array); gradients are dropped, as the next
+        its identity (its ``.array`` is replaced by an equal array); gradients are dropped, as the next
         step's ``zero_grad`` would drop them. Returns the bytes the pool reserves afterwards."""
         self.optimizer.zero_grad(set_to_none=True)
         for p in self.model.parameters():
             p.grad = None
         tensors = list(self.model.parameters()) + list(getattr(self.model, "buffers", lambda: [])())
-        tensors += [v for state in self.optimizer.state.values() for v in state.values() if hasattr(v, "data")]
+        tensors += [v for state in self.optimizer.state.values() for v in state.values() if hasattr(v, "array")]
         be = self.device.backend
-        host = [be.to_host(t.data).copy() for t in tensors]
+        host = [be.to_host(t.array).copy() for t in tensors]
         for t, h in zip(tensors, host):
-            t.data = h                                    # off the pool: its blocks are free now
+            t.array = h                                    # off the pool: its blocks are free now
         gc.collect()
         memory.empty_cache(self.device)
         for t, h in zip(tensors, host):
-            t.data = be.adopt(be.asarray(h)) if be.xp is not np else be.adopt(h)
+            t.array = be.adopt(be.asarray(h)) if be.xp is not np else be.adopt(h)
         return memory.memory_reserved(self.device)
 
     def measure(self, x, y, steps=3, step=None, batches=None):
@@ -216,8 +216,8 @@ class BudgetPlan:
 
 def _state_bytes(optimizer):
     """Bytes of the optimizer's state tensors that live in the pool (rounded as the pool rounds them)."""
-    return sum(round_size(v.data.nbytes) for state in optimizer.state.values() for v in state.values()
-               if hasattr(v, "data") and memory.block_of(v.data) is not None)
+    return sum(round_size(v.array.nbytes) for state in optimizer.state.values() for v in state.values()
+               if hasattr(v, "array") and memory.block_of(v.array) is not None)
 
 
 def _live_bytes(device):

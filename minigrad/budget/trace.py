@@ -81,7 +81,7 @@ def record_probe(model, optimizer, loss_fn, x, y, choice, segments, device, micr
     def run():
         be = step.device.backend
         for t in list(twin.parameters()) + list(getattr(twin, "buffers", lambda: [])()):
-            t.data = be.adopt(t.data)      # the copy's parameters into the recorded pool, as in a real run
+            t.array = be.adopt(t.array)      # the copy's parameters into the recorded pool, as in a real run
         step.on_phase = on_phase
         for _ in range(steps):
             step(x[:samples], y[:samples])

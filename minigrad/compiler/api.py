@@ -40,7 +40,7 @@ DEOPT_LIMIT = 2   # deoptimised piecewise calls in a row after which a guard set
 
 def _guard(x):
     if isinstance(x, Tensor):
-        return ("T", x.data.shape, x.data.dtype, x.device, x.requires_grad)
+        return ("T", x.array.shape, x.array.dtype, x.device, x.requires_grad)
     if isinstance(x, (tuple, list)):
         return (type(x).__name__,) + tuple(_guard(v) for v in x)
     if isinstance(x, dict):

@@ -70,8 +70,8 @@ def source():
 
 
 def tensor_meta(t):
-    return {"shape": tuple(t.shape), "dtype": t.data.dtype, "device": t.device,
-            "requires_grad": bool(t.requires_grad), "contiguous": bool(t.data.flags.c_contiguous)}
+    return {"shape": tuple(t.shape), "dtype": t.array.dtype, "device": t.device,
+            "requires_grad": bool(t.requires_grad), "contiguous": bool(t.array.flags.c_contiguous)}
 
 
 def tensors_of(tree):

@@ -39,7 +39,7 @@ from .piecewise import can_vary
 
 
 class Unevaluated:
-    """``Tensor.data`` of a stand-in: what the trace knows of ``node``'s value, without the value (and the
+    """``Tensor.array`` of a stand-in: what the trace knows of ``node``'s value, without the value (and the
     stand-in's ``grad_fn`` when it requires grad, so that ``is_leaf`` is False until ``fill``)."""
     __slots__ = ("node", "owner")   # owner: who computes it (the Call, a PieceRun, or _Broken)
     base = None                     # shares no storage (as in whole-graph replay: views get their own counter)
@@ -60,7 +60,7 @@ class Unevaluated:
         n = self.node
         raise RuntimeError(f"mg.compile: {n.name} ({n.describe()}, {n.meta.get('where')}) is a value piecewise "
                            f"replay computes later, in a compiled piece: a host read (.numpy(), .item(), print) "
-                           f"can read it, its .data can't be used (.data.{name}: NumPy on it, or an in-place "
+                           f"can read it, its .array can't be used (.array.{name}: NumPy on it, or an in-place "
                            f"change off the traced path). Run this function eagerly if it needs that")
 
     def __repr__(self):
@@ -69,24 +69,24 @@ class Unevaluated:
 
 def stand_in(node, owner):
     t = Tensor._make(Unevaluated(node, owner), node.meta["device"], node.meta["requires_grad"])
-    t.grad_fn = t.data if t.requires_grad else None
+    t.grad_fn = t.array if t.requires_grad else None
     return t
 
 
 def unevaluated(t):
-    return type(t.data) is Unevaluated
+    return type(t.array) is Unevaluated
 
 
 def fill(t, r):
     """Make the stand-in ``t`` the tensor ``r`` (same storage, history and version counter)."""
-    t.data, t.requires_grad, t.grad_fn, t._version_counter = r.data, r.requires_grad, r.grad_fn, r._version_counter
+    t.array, t.requires_grad, t.grad_fn, t._version_counter = r.array, r.requires_grad, r.grad_fn, r._version_counter
 
 
 def realise(args, kwargs):
     """Compute every stand-in among a call's arguments (before it runs eagerly)."""
     for a in tensors_of((args, kwargs)):
         if unevaluated(a):
-            a.data.owner.resolve(a)
+            a.array.owner.resolve(a)
 
 
 def _random_state(generators):
@@ -114,8 +114,8 @@ class PieceRun:
                 g.set_state(state)
         for ref in self.handed:
             t = ref()
-            if t is not None and unevaluated(t) and t.data.owner is self:
-                fill(t, values[piece.pos[t.data.node]])
+            if t is not None and unevaluated(t) and t.array.owner is self:
+                fill(t, values[piece.pos[t.array.node]])
         self.handed, self.inputs = [], None
 
     def alive(self):
@@ -125,7 +125,7 @@ class PieceRun:
 class _Broken:
     @staticmethod
     def resolve(t):
-        raise RuntimeError(f"mg.compile: the value of {t.data.node.name} is unavailable: the compiled call "
+        raise RuntimeError(f"mg.compile: the value of {t.array.node.name} is unavailable: the compiled call "
                            f"that made it raised an exception")
 
 
@@ -185,7 +185,7 @@ class Call(Capture):
 
     def on_read(self, t, what):
         if self.mine() and unevaluated(t):
-            t.data.owner.resolve(t)
+            t.array.owner.resolve(t)
 
     # --- matching ------------------------------------------------------------------------------------
     def _match(self, node, target, args, kwargs):
@@ -269,7 +269,7 @@ class Call(Capture):
             if n in piece.out_index:
                 fill(t, outs[piece.out_index[n]])
             else:   # fused away: computed if Python reads it (PieceRun.resolve)
-                t.data.owner = pr
+                t.array.owner = pr
                 pr.handed.append(weakref.ref(t))
         if node in piece.out_index:
             t = self.env[node] = outs[piece.out_index[node]]
@@ -283,16 +283,16 @@ class Call(Capture):
         """Python reads a value in the middle of a piece (a ``print`` on a path the trace did not see):
         compute it now, eagerly, from the calls Python made for it; the piece still runs compiled. A random
         op among them would draw twice: the call deoptimises instead."""
-        needed, todo = {t.data.node}, [t.data.node]
+        needed, todo = {t.array.node}, [t.array.node]
         while todo:
             for a in todo.pop().inputs():
                 s = self.env.get(a)
-                if a not in needed and s is not None and unevaluated(s) and s.data.owner is self:
+                if a not in needed and s is not None and unevaluated(s) and s.array.owner is self:
                     needed.add(a)
                     todo.append(a)
         calls = [(n, s, run) for n, s, run in self.pending if n in needed]
         if any(is_random(n) for n, _, _ in calls):
-            return self.deopt(f"Python read {t.data.node.name} ({_where(t.data.node)}), a value made with random "
+            return self.deopt(f"Python read {t.array.node.name} ({_where(t.array.node)}), a value made with random "
                               f"draws that the trace keeps inside a compiled graph")
         self._run_eagerly(calls)
 
@@ -315,7 +315,7 @@ class Call(Capture):
             self.deopt("the function returned before calling every traced op")
         for _, t, _ in self.pending:
             if unevaluated(t):
-                t.data.owner = _Broken
+                t.array.owner = _Broken
         self.pending, runs, self.runs = [], self.runs, []
         self.env.clear()
         for pr in runs if ok else ():

@@ -34,7 +34,7 @@ def _check_tensor(name, t, what="tensor"):
     if want is not None and t.device.type != want:
         raise DeviceError(f"{name}: backend {_group().backend_name!r} needs {want} tensors, got one on "
                           f"{t.device} (move it with .to('{want}'), or use backend 'mpi' for CPU tensors)")
-    return t.data
+    return t.array
 
 
 def _check_op(name, op, dtype):

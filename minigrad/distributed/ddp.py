@@ -60,7 +60,7 @@ def assign_buckets(named_params, cap_bytes, first_cap_bytes=MiB):
     for name, p in reversed(list(named_params)):
         b = buckets[-1]
         cap = first_cap_bytes if b.index == 0 else cap_bytes
-        nbytes = p.data.nbytes
+        nbytes = p.array.nbytes
         if b.members and (b.nbytes + nbytes > cap or p.dtype != b.members[0][1].dtype
                           or p.device != b.members[0][1].device):
             b = _Bucket(len(buckets))
@@ -159,7 +159,7 @@ class DistributedDataParallel(Module):
             b = self.buckets[step["next"]]
             p0 = b.members[0][1]
             xp = p0.device.xp
-            parts = [(p.grad.data if p.grad is not None else xp.zeros(p.shape, p.data.dtype)).reshape(-1)
+            parts = [(p.grad.array if p.grad is not None else xp.zeros(p.shape, p.array.dtype)).reshape(-1)
                      for _, p in b.members]
             b.flat = Tensor._make(xp.concatenate(parts), p0.device)
             b.handed_at = time.perf_counter()  # not Work.issued_at: that is stamped after the call returns
@@ -190,12 +190,12 @@ class DistributedDataParallel(Module):
                     b.flat = result
                 offset = 0
                 for _, p in b.members:
-                    part = b.flat.data[offset:offset + p.numel()].reshape(p.shape)
+                    part = b.flat.array[offset:offset + p.numel()].reshape(p.shape)
                     offset += p.numel()
                     if p.grad is None:
                         p.grad = Tensor._make(part.copy(), p.device)
                     else:
-                        p.grad.data[...] = part
+                        p.grad.array[...] = part
                 self.timeline.append({"kind": "all_reduce", "bucket": b.index, "bytes": b.nbytes,
                                       "issued": b.handed_at, "returned": b.work.issued_at,
                                       "completed": b.work.completed_at})
@@ -241,7 +241,7 @@ class GradBucket:
     def gradients(self):
         flat, out, offset = self._bucket.flat, [], 0
         for _, p in self._bucket.members:
-            out.append(Tensor._make(flat.data[offset:offset + p.numel()].reshape(p.shape), flat.device))
+            out.append(Tensor._make(flat.array[offset:offset + p.numel()].reshape(p.shape), flat.device))
             offset += p.numel()
         return out
 

@@ -32,11 +32,11 @@ class ParameterServer:
             raise ArgumentError("ParameterServer: the server rank needs the optimizer")
         self.params, self.optimizer = list(model.parameters()), optimizer
         p0 = self.params[0]
-        self.xp, self.device, self.dtype = p0.device.xp, p0.device, p0.data.dtype
+        self.xp, self.device, self.dtype = p0.device.xp, p0.device, p0.array.dtype
         with no_grad():  # everyone starts from the server's parameters
-            flat = self._flat(lambda p: p.data)
+            flat = self._flat(lambda p: p.array)
             collectives.broadcast(flat, server, group=group)
-            self._unflat(flat, lambda p, a: p.data.__setitem__(..., a))
+            self._unflat(flat, lambda p, a: p.array.__setitem__(..., a))
 
     def _flat(self, get):
         return Tensor._make(self.xp.concatenate([get(p).reshape(-1) for p in self.params]).astype(self.dtype),
@@ -45,29 +45,29 @@ class ParameterServer:
     def _unflat(self, flat, put):
         offset = 0
         for p in self.params:
-            put(p, flat.data[offset:offset + p.numel()].reshape(p.shape))
+            put(p, flat.array[offset:offset + p.numel()].reshape(p.shape))
             offset += p.numel()
 
     def step(self):
         """Push gradients, let the server average and update, pull parameters."""
-        grads = self._flat(lambda p: p.grad.data if p.grad is not None else self.xp.zeros(p.shape, self.dtype))
+        grads = self._flat(lambda p: p.grad.array if p.grad is not None else self.xp.zeros(p.shape, self.dtype))
         workers = [r for r in self.g.ranks if r != self.server]
         with no_grad():
             if not self.is_server:
                 collectives.send(grads, self.server, group=self.group)
-                params = Tensor._make(self.xp.empty_like(grads.data), self.device)
+                params = Tensor._make(self.xp.empty_like(grads.array), self.device)
                 collectives.recv(params, self.server, group=self.group)
-                self._unflat(params, lambda p, a: p.data.__setitem__(..., a))
+                self._unflat(params, lambda p, a: p.array.__setitem__(..., a))
                 return
-            total = grads.data.copy()
+            total = grads.array.copy()
             buf = Tensor._make(self.xp.empty_like(total), self.device)
             for r in workers:
                 collectives.recv(buf, r, group=self.group)
-                total += buf.data
+                total += buf.array
             self._unflat(Tensor._make(total / self.g.size, self.device),
                          lambda p, a: setattr(p, "grad", Tensor._make(a.copy(), self.device)))
             self.optimizer.step()
-            params = self._flat(lambda p: p.data)
+            params = self._flat(lambda p: p.array)
             sends = [collectives.isend(params, r, group=self.group) for r in workers]
             for w in sends:
                 w.wait()

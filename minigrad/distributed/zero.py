@@ -58,7 +58,7 @@ class ZeroRedundancyOptimizer(Optimizer):
         """Bytes of optimizer state this rank holds (what ZeRO divides by the world size)."""
         if self.optim is None:
             return 0
-        return sum(v.data.nbytes for s in self.optim.state.values() for v in s.values() if hasattr(v, "data"))
+        return sum(v.array.nbytes for s in self.optim.state.values() for v in s.values() if hasattr(v, "array"))
 
     def state_dict(self):
         return self.optim.state_dict() if self.optim is not None else {"state": {}, "param_groups": []}

@@ -56,11 +56,11 @@ class LayerKVCache:
             raise ShapeError(f"KVCache.attend: {L} new positions after {start} cached exceed the cache's "
                              f"max_len={self.max_len}")
         # stored as values (no autograd: the cache is inference state), read back as views of the buffer
-        self.k.data[:, :, start:end] = k.data
-        self.v.data[:, :, start:end] = v.data
+        self.k.array[:, :, start:end] = k.array
+        self.v.array[:, :, start:end] = v.array
         self.length = end
-        keys = Tensor._make(self.k.data[:, :, :end], self.k.device)
-        values = Tensor._make(self.v.data[:, :, :end], self.v.device)
+        keys = Tensor._make(self.k.array[:, :, :end], self.k.device)
+        values = Tensor._make(self.v.array[:, :, :end], self.v.device)
         mask = None if L == 1 else causal_mask(L, end, q.device)   # one new query sees every cached key
         return F.scaled_dot_product_attention(q, keys, values, attn_mask=mask)
 

@@ -126,7 +126,7 @@ class PagedLayer:
     def attend(self, q, k, v):
         bt, pool = self.batch, self.batch.pool
         B, H, L, D = k.shape
-        rows = lambda t: t.data.transpose(0, 2, 1, 3).reshape(B * L, H, D)   # (B*L, H, D) in slot order
+        rows = lambda t: t.array.transpose(0, 2, 1, 3).reshape(B * L, H, D)   # (B*L, H, D) in slot order
         pool.write(self.index, bt.slots, rows(k), rows(v))
         return paged_attention(q, pool.k[self.index], pool.v[self.index], bt.block_tables, bt.context_lens,
                                tile_blocks=bt.tile_blocks)

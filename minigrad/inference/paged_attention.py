@@ -82,8 +82,8 @@ def paged_attention(q, k_cache, v_cache, block_tables, context_lens, scale=None,
     if k_cache.ndim != 4 or k_cache.shape != v_cache.shape or (k_cache.shape[1], k_cache.shape[3]) != (H, D):
         raise ShapeError(f"{op}: caches must be (num_blocks, {H}, block_size, {D}), got {tuple(k_cache.shape)} "
                          f"and {tuple(v_cache.shape)}")
-    if k_cache.dtype != q.data.dtype:
-        raise ShapeError(f"{op}: query dtype {q.data.dtype} differs from the cache's {k_cache.dtype}")
+    if k_cache.dtype != q.array.dtype:
+        raise ShapeError(f"{op}: query dtype {q.array.dtype} differs from the cache's {k_cache.dtype}")
     if block_tables.ndim != 2 or block_tables.shape[0] != B or len(context_lens) != B:
         raise ShapeError(f"{op}: need block_tables (B={B}, max_blocks) and context_lens (B,), got "
                          f"{tuple(block_tables.shape)} and {len(context_lens)}")

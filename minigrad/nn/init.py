@@ -78,7 +78,7 @@ def _write(tensor, host):
     """Store host values into the tensor (cast to its dtype, on its device); bump its version."""
     with no_grad():
         be = get_backend(tensor.device)
-        tensor.data[...] = be.asarray(np.asarray(host).astype(tensor.data.dtype, copy=False))
+        tensor.array[...] = be.asarray(np.asarray(host).astype(tensor.array.dtype, copy=False))
         tensor._version_counter.bump()
     return tensor
 
@@ -111,7 +111,7 @@ def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
 
 def constant_(tensor, val):
     with no_grad():
-        tensor.data[...] = val
+        tensor.array[...] = val
         tensor._version_counter.bump()
     return tensor
 

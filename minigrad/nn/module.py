@@ -464,6 +464,6 @@ class Module(StateDictMixin):
 def _swap_storage(t, new):
     if new is t:
         return
-    t.data = new.data
+    t.array = new.array
     t.device = new.device
     t._version_counter.bump()

@@ -2,7 +2,7 @@
 
 ``Parameter`` subclasses ``Tensor`` (``isinstance(p, mg.Tensor)`` holds), so it works everywhere a tensor
 does; ops on it return plain Tensors. Assigning one to a Module attribute registers it. Moving a module
-(``.to``, ``.cuda``, ``.double``) swaps ``p.data`` in place and keeps the object, so optimizers built
+(``.to``, ``.cuda``, ``.double``) swaps ``p.array`` in place and keeps the object, so optimizers built
 before the move still hold the right parameters.
 """
 import numpy as np
@@ -21,7 +21,7 @@ class Parameter(Tensor):
         elif not isinstance(data, Tensor):
             data = tensor(data)
         p = object.__new__(cls)
-        p.data = data.data           # shares storage (and version counter) with ``data``, as in PyTorch
+        p.array = data.array           # shares storage (and version counter) with ``data``, as in PyTorch
         p.device = data.device
         p.requires_grad = False
         p.grad = None
@@ -42,14 +42,14 @@ class Parameter(Tensor):
     def __deepcopy__(self, memo):
         if id(self) in memo:
             return memo[id(self)]
-        p = Parameter(Tensor._make(self.data.copy(), self.device), self.requires_grad)
+        p = Parameter(Tensor._make(self.array.copy(), self.device), self.requires_grad)
         if self.grad is not None:
-            p.grad = Tensor._make(self.grad.data.copy(), self.device)
+            p.grad = Tensor._make(self.grad.array.copy(), self.device)
         memo[id(self)] = p
         return p
 
     def __reduce_ex__(self, protocol):
-        host = np.array(get_backend(self.device).to_host(self.data))
+        host = np.array(get_backend(self.device).to_host(self.array))
         return _rebuild_parameter, (host, str(self.device), self.requires_grad)
 
 

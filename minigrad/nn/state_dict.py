@@ -106,9 +106,9 @@ def _copy_into(target, value):
     """``target``'s storage takes ``value``'s values (device and dtype of the target kept)."""
     be = get_backend(target.device)
     if isinstance(value, Tensor):
-        host_or_dev = value.data if value.device == target.device else \
-            be.asarray(np.asarray(get_backend(value.device).to_host(value.data)))
+        host_or_dev = value.array if value.device == target.device else \
+            be.asarray(np.asarray(get_backend(value.device).to_host(value.array)))
     else:
         host_or_dev = be.asarray(value)
-    target.data[...] = host_or_dev
+    target.array[...] = host_or_dev
     target._version_counter.bump()

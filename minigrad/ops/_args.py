@@ -60,7 +60,7 @@ def as_tensor_like(value, ref):
     if isinstance(value, Tensor):
         return value
     arr = np.asarray(value)
-    dt = ref.data.dtype if arr.dtype.kind == "f" and ref.data.dtype.kind == "f" else None
+    dt = ref.array.dtype if arr.dtype.kind == "f" and ref.array.dtype.kind == "f" else None
     return tensor(arr, dtype=dt, device=ref.device)
 
 
@@ -79,9 +79,9 @@ def operand_data(value, ref, op):
     if isinstance(value, Tensor):
         if value.device != ref.device:
             raise DeviceError(f"{op}: tensors on different devices ({ref.device}, {value.device})")
-        return value.data
+        return value.array
     value = operand(value, ref)
-    return value.data if isinstance(value, Tensor) else value
+    return value.array if isinstance(value, Tensor) else value
 
 
 # --- results ---------------------------------------------------------------------------------------
@@ -96,8 +96,8 @@ def wrap(array, dev):
 
 def share_version(out, src):
     """``out`` views ``src``'s storage: in-place changes to either must bump one counter."""
-    base = out.data.base
-    if base is not None and (base is src.data or base is src.data.base):
+    base = out.array.base
+    if base is not None and (base is src.array or base is src.array.base):
         out._version_counter = src._version_counter
         out._is_view = True
     return out

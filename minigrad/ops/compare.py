@@ -17,7 +17,7 @@ def _binary(np_name):
             raise ArgumentError(f"{np_name}: first argument must be a Tensor")
         bd = operand_data(b, a, np_name)
         try:
-            res = getattr(a.device.xp, np_name)(a.data, bd)
+            res = getattr(a.device.xp, np_name)(a.array, bd)
         except ValueError as e:
             raise ShapeError(f"{np_name}: {e} (shapes {tuple(a.shape)}, {tuple(getattr(bd, 'shape', ()))})") \
                 from None
@@ -44,48 +44,48 @@ remainder = _binary("remainder")
 
 @outside_apply
 def logical_not(a):
-    if a.data.dtype.kind != "b":
+    if a.array.dtype.kind != "b":
         raise DTypeError(f"logical_not (~): expected a bool tensor, got {a.dtype}")
-    return wrap(~a.data, a.device)
+    return wrap(~a.array, a.device)
 
 
 @outside_apply
 def isnan(a):
-    return wrap(a.device.xp.isnan(a.data), a.device)
+    return wrap(a.device.xp.isnan(a.array), a.device)
 
 
 @outside_apply
 def isinf(a):
-    return wrap(a.device.xp.isinf(a.data), a.device)
+    return wrap(a.device.xp.isinf(a.array), a.device)
 
 
 @outside_apply
 def isfinite(a):
-    return wrap(a.device.xp.isfinite(a.data), a.device)
+    return wrap(a.device.xp.isfinite(a.array), a.device)
 
 
 @outside_apply
 def sign(a):
-    return wrap(a.data.copy() if a.data.dtype.kind == "b" else a.device.xp.sign(a.data), a.device)
+    return wrap(a.array.copy() if a.array.dtype.kind == "b" else a.device.xp.sign(a.array), a.device)
 
 
 @outside_apply
 def all(a, dim=None, keepdim=False):
-    return wrap(a.device.xp.all(a.data, axis=norm_dims(dim, a.ndim, "all"), keepdims=keepdim), a.device)
+    return wrap(a.device.xp.all(a.array, axis=norm_dims(dim, a.ndim, "all"), keepdims=keepdim), a.device)
 
 
 @outside_apply
 def any(a, dim=None, keepdim=False):
-    return wrap(a.device.xp.any(a.data, axis=norm_dims(dim, a.ndim, "any"), keepdims=keepdim), a.device)
+    return wrap(a.device.xp.any(a.array, axis=norm_dims(dim, a.ndim, "any"), keepdims=keepdim), a.device)
 
 
 def equal(a, b):
     """True when both tensors have the same shape and values (PyTorch's torch.equal)."""
-    return tuple(a.shape) == tuple(b.shape) and bool((a.data == b.data).all())
+    return tuple(a.shape) == tuple(b.shape) and bool((a.array == b.array).all())
 
 
 def allclose(a, b, rtol=1e-5, atol=1e-8):
-    return bool(a.device.xp.allclose(a.data, b.data, rtol=rtol, atol=atol))
+    return bool(a.device.xp.allclose(a.array, b.array, rtol=rtol, atol=atol))
 
 
 class CompareMethods:

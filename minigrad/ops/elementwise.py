@@ -18,9 +18,9 @@ from ._args import NUMBER, PY_NUMBERS, as_tensor_like, operand, quiet, wrap
 def _default_float(out, *inputs):
     """``out`` in the default float dtype when NumPy made it float64 although no input tensor was float64.
 
-    Callers test ``out.data.dtype.char == "d"`` inline before calling: this runs after every arithmetic
+    Callers test ``out.array.dtype.char == "d"`` inline before calling: this runs after every arithmetic
     op, the hottest path of the framework, and the test costs less than a call."""
-    if any(isinstance(x, Tensor) and x.data.dtype.char == "d" for x in inputs):
+    if any(isinstance(x, Tensor) and x.array.dtype.char == "d" for x in inputs):
         return out
     return cast(out, dtypes.default_float)
 
@@ -29,7 +29,7 @@ def _reflected(Op):
     """``other <op> a`` for a tensor ``a`` and a non-tensor ``other`` (``2 - t`` is ``rsub(t, 2)``)."""
     def fn(a, other):
         out = Op.apply(operand(other, a), a)
-        return out if out.data.dtype.char != "d" else _default_float(out, a, other)
+        return out if out.array.dtype.char != "d" else _default_float(out, a, other)
     fn.__name__ = fn.__qualname__ = "r" + Op.name
     fn.__doc__ = f"other {Op.name} a, for a tensor ``a``."
     return fn
@@ -53,7 +53,7 @@ def add(a, b, alpha=1):
     if not isinstance(a, Tensor):
         a, b = b, a
     out = Add.apply(a, b if isinstance(b, Tensor) or type(b) in PY_NUMBERS else operand(b, a))
-    return out if out.data.dtype.char != "d" else _default_float(out, a, b)
+    return out if out.array.dtype.char != "d" else _default_float(out, a, b)
 
 
 class Sub(Function):
@@ -73,7 +73,7 @@ def sub(a, b, alpha=1):
     if not isinstance(a, Tensor):
         return rsub(b, a)
     out = Sub.apply(a, operand(b, a))
-    return out if out.data.dtype.char != "d" else _default_float(out, a, b)
+    return out if out.array.dtype.char != "d" else _default_float(out, a, b)
 
 
 rsub = _reflected(Sub)
@@ -96,7 +96,7 @@ def mul(a, b):
     if not isinstance(a, Tensor):
         a, b = b, a
     out = Mul.apply(a, b if isinstance(b, Tensor) or type(b) in PY_NUMBERS else operand(b, a))
-    return out if out.data.dtype.char != "d" else _default_float(out, a, b)
+    return out if out.array.dtype.char != "d" else _default_float(out, a, b)
 
 
 def square(a):
@@ -122,7 +122,7 @@ def div(a, b):
     if not isinstance(a, Tensor):
         return rdiv(b, a)
     out = Div.apply(a, operand(b, a))
-    return out if out.data.dtype.char != "d" else _default_float(out, a, b)
+    return out if out.array.dtype.char != "d" else _default_float(out, a, b)
 
 
 true_divide = divide = div
@@ -189,7 +189,7 @@ def pow(a, exponent):
     if not isinstance(a, Tensor):
         return rpow(exponent, a)
     out = Pow.apply(a, operand(exponent, a))
-    return out if out.data.dtype.char != "d" else _default_float(out, a, exponent)
+    return out if out.array.dtype.char != "d" else _default_float(out, a, exponent)
 
 
 rpow = _reflected(Pow)
@@ -200,7 +200,7 @@ def _unary(Op):
     """The public function of a one-input op: ``exp = _unary(Exp)`` (an int tensor gives float32)."""
     def fn(a):
         out = Op.apply(a)
-        return out if out.data.dtype.char != "d" else _default_float(out, a)
+        return out if out.array.dtype.char != "d" else _default_float(out, a)
     fn.__name__ = fn.__qualname__ = Op.name
     fn.__doc__ = f"Elementwise {Op.name} (differentiable)."
     return fn
@@ -399,12 +399,12 @@ def where(condition, a, b):
     if ref is None:
         raise ArgumentError("where: at least one argument must be a Tensor")
     cond = condition if isinstance(condition, Tensor) else as_tensor_like(condition, ref)
-    if cond.data.dtype.kind != "b":
+    if cond.array.dtype.kind != "b":
         raise DTypeError(f"where: condition must be a bool tensor, got {cond.dtype}")
     a = operand(a, ref)
     b = operand(b, ref)
     if not isinstance(a, Tensor) and not isinstance(b, Tensor):
-        return wrap(cond.device.xp.where(cond.data, a, b), cond.device)
+        return wrap(cond.device.xp.where(cond.array, a, b), cond.device)
     return Where.apply(cond, a, b)
 
 
@@ -426,7 +426,7 @@ class Cast(Function):
 def cast(a, dtype):
     """``a`` in ``dtype`` (any dtype spec); ``a`` itself when it already has it."""
     dt = dtypes.to_dtype(dtype)
-    if dt.np_dtype == a.data.dtype:
+    if dt.np_dtype == a.array.dtype:
         return a
     return Cast.apply(a, dtype=dt.np_dtype)
 

@@ -60,11 +60,11 @@ def convert_index(index, ref):
     out = []
     for i in items:
         if isinstance(i, Tensor):
-            if i.data.dtype.kind not in "iub":
+            if i.array.dtype.kind not in "iub":
                 raise DTypeError(f"index: tensors used as indices must be integer or bool, got {i.dtype}")
             if i.device != ref.device:
                 raise DeviceError(f"index: index on {i.device} for a tensor on {ref.device}")
-            out.append(i.data)
+            out.append(i.array)
         elif isinstance(i, (list, np.ndarray)):
             arr = np.asarray(i)
             if arr.dtype.kind not in "iub" and arr.size:
@@ -153,7 +153,7 @@ class Gather(Function):
 
 
 def _check_gather(a, dim, index):
-    if not isinstance(index, Tensor) or index.data.dtype.kind not in "iu":
+    if not isinstance(index, Tensor) or index.array.dtype.kind not in "iu":
         raise DTypeError(f"gather: index must be an integer tensor, got "
                          f"{index.dtype if isinstance(index, Tensor) else type(index).__name__}")
     if index.ndim != a.ndim:
@@ -163,8 +163,8 @@ def _check_gather(a, dim, index):
         if d != dim and index.shape[d] > a.shape[d]:
             raise ShapeError(f"gather: index shape {tuple(index.shape)} is larger than input shape "
                              f"{tuple(a.shape)} in dim {d}")
-    if index.numel() and (int(index.data.min()) < -a.shape[dim] or int(index.data.max()) >= a.shape[dim]):
-        raise OpIndexError(f"gather: index out of range [{int(index.data.min())}, {int(index.data.max())}] "
+    if index.numel() and (int(index.array.min()) < -a.shape[dim] or int(index.array.max()) >= a.shape[dim]):
+        raise OpIndexError(f"gather: index out of range [{int(index.array.min())}, {int(index.array.max())}] "
                            f"for dim {dim} of size {a.shape[dim]}")
 
 
@@ -189,7 +189,7 @@ class MaskedFill(Function):
 def masked_fill(a, mask, value):
     """``value`` (a number or a one-element tensor) where the bool ``mask`` (broadcast to ``a``) holds."""
     mask = mask if isinstance(mask, Tensor) else as_tensor_like(mask, a)
-    if mask.data.dtype.kind != "b":
+    if mask.array.dtype.kind != "b":
         raise DTypeError(f"masked_fill: mask must be a bool tensor, got {mask.dtype}")
     if isinstance(value, Tensor):
         if value.numel() != 1:
@@ -206,15 +206,15 @@ def masked_fill(a, mask, value):
 @outside_apply
 def one_hot(t, num_classes=-1):
     """(…,) int64 class indices -> (…, num_classes) int64 one-hot rows (no gradient)."""
-    if t.data.dtype.kind not in "iu":
+    if t.array.dtype.kind not in "iu":
         raise DTypeError(f"one_hot: expects an integer tensor of class indices, got {t.dtype}")
     xp = t.device.xp
     if num_classes < 0:
-        num_classes = int(t.data.max()) + 1 if t.numel() else 0
-    if t.numel() and (int(t.data.min()) < 0 or int(t.data.max()) >= num_classes):
+        num_classes = int(t.array.max()) + 1 if t.numel() else 0
+    if t.numel() and (int(t.array.min()) < 0 or int(t.array.max()) >= num_classes):
         raise OpIndexError(f"one_hot: class values must be in [0, {num_classes}), got "
-                           f"[{int(t.data.min())}, {int(t.data.max())}]")
-    return wrap((t.data[..., None] == xp.arange(num_classes)).astype(np.int64), t.device)
+                           f"[{int(t.array.min())}, {int(t.array.max())}]")
+    return wrap((t.array[..., None] == xp.arange(num_classes)).astype(np.int64), t.device)
 
 
 class IndexingMethods:

@@ -36,7 +36,7 @@ def _check_inplace(t, op):
 
 
 def _check_writable(t, op):
-    if not getattr(t.data.flags, "writeable", True):
+    if not getattr(t.array.flags, "writeable", True):
         raise ShapeError(f"{op}: the tensor of shape {tuple(t.shape)} is a broadcast view (expand) whose "
                          f"elements share memory; clone() it before writing in place")
 
@@ -48,10 +48,10 @@ def _check_result_shape(t, result, op):
 
 
 def _write(t, index, values, op):
-    """``t.data[index] = values``, then bump the version; NumPy's complaints become minigrad errors."""
+    """``t.array[index] = values``, then bump the version; NumPy's complaints become minigrad errors."""
     _check_writable(t, op)
     try:
-        t.data[index] = values
+        t.array[index] = values
     except IndexError as e:
         raise OpIndexError(f"{op}: {e} (tensor shape {tuple(t.shape)})") from None
     except (ValueError, TypeError) as e:
@@ -65,9 +65,9 @@ def _rebase(t, result, op):
         raise AutogradError(f"{op}: in-place autograd on a view is not supported by minigrad; "
                             f"use an out-of-place op")
     _check_result_shape(t, result, op)
-    if result.data.dtype != t.data.dtype:
+    if result.array.dtype != t.array.dtype:
         result = cast(result, t.dtype)
-    _write(t, ..., result.data, op)
+    _write(t, ..., result.array, op)
     t.grad_fn = result.grad_fn
     t.requires_grad = result.requires_grad
     return t
@@ -76,7 +76,7 @@ def _rebase(t, result, op):
 def _snapshot(t):
     """A private copy of ``t`` that keeps its history. A recorded in-place op computes from (and may save
     for its backward) this copy, so writing the result into ``t``'s storage can't corrupt what it saved."""
-    s = Tensor._make(t.data.copy(), t.device, t.requires_grad)
+    s = Tensor._make(t.array.copy(), t.device, t.requires_grad)
     s.grad_fn = t.grad_fn
     return s
 
@@ -96,9 +96,9 @@ def inplace(t, fn, *args):
     with grad_mode.no_grad():
         result = fn(t, *args)
     _check_result_shape(t, result, op)
-    if not np.can_cast(result.data.dtype, t.data.dtype, "same_kind"):
+    if not np.can_cast(result.array.dtype, t.array.dtype, "same_kind"):
         raise DTypeError(f"{op}: result type {result.dtype} can't be cast to the tensor's dtype {t.dtype}")
-    return _write(t, ..., result.data, op)
+    return _write(t, ..., result.array, op)
 
 
 def _ufunc_inplace(t, ufunc, other, op):
@@ -106,12 +106,12 @@ def _ufunc_inplace(t, ufunc, other, op):
     other = other if isinstance(other, NUMBER) else operand_data(other, t, op)
     _check_writable(t, op)
     try:
-        getattr(t.device.xp, ufunc)(t.data, other, out=t.data, casting="same_kind")
+        getattr(t.device.xp, ufunc)(t.array, other, out=t.array, casting="same_kind")
     except TypeError:
-        if isinstance(other, float) or (ufunc == "divide" and t.data.dtype.kind in "biu"):
+        if isinstance(other, float) or (ufunc == "divide" and t.array.dtype.kind in "biu"):
             result = dtypes.default_float.name   # int tensor and a Python float: float32, as in PyTorch
         else:
-            result = np.result_type(t.data.dtype, other).name
+            result = np.result_type(t.array.dtype, other).name
         raise DTypeError(f"{op}: result type {result} can't be cast to the tensor's dtype "
                          f"{t.dtype.name}") from None
     except ValueError:
@@ -128,10 +128,10 @@ def setitem_(t, index, value):
         raise DeviceError(f"setitem: value on {value.device} for a tensor on {t.device}")
     if _grad_enabled() and (t.requires_grad or (isinstance(value, Tensor) and value.requires_grad)):
         v = value if isinstance(value, Tensor) else operand(value, t)
-        if isinstance(v, Tensor) and v.data.dtype != t.data.dtype:
+        if isinstance(v, Tensor) and v.array.dtype != t.array.dtype:
             v = cast(v, t.dtype)  # the gradient is cast back to the value's dtype
         return _rebase(t, SetItem.apply(t, v, index=idx), "setitem")
-    return _write(t, idx, value.data if isinstance(value, Tensor) else value, "setitem")
+    return _write(t, idx, value.array if isinstance(value, Tensor) else value, "setitem")
 
 
 def fill_(t, value):
@@ -147,7 +147,7 @@ def copy_(t, src):
     if _grad_enabled() and src.requires_grad:
         moved = cast(src if src.device == t.device else to_device(src, t.device), t.dtype)
         return _rebase(t, expand(moved, *t.shape) + 0 if moved.shape != t.shape else clone(moved), "copy_")
-    data = src.data if src.device == t.device else move_array(src.data, src.device, t.device)
+    data = src.array if src.device == t.device else move_array(src.array, src.device, t.device)
     return _write(t, ..., data, "copy_")
 
 
@@ -156,7 +156,7 @@ def random_fill_(t, kind, a, b, generator):
     _check_inplace(t, kind + "_")
     rng = host_rng(generator)
     host = rng.uniform(a, b, t.shape) if kind == "uniform" else rng.normal(a, b, t.shape)
-    return _write(t, ..., t.device.backend.asarray(host.astype(t.data.dtype)), kind + "_")
+    return _write(t, ..., t.device.backend.asarray(host.astype(t.array.dtype)), kind + "_")
 
 
 class InplaceMethods:

@@ -45,7 +45,7 @@ def _reduce_args(a, dim, axis, keepdim, keepdims, op):
 
 
 def _check_float(a, op):
-    if a.data.dtype.kind != "f":
+    if a.array.dtype.kind != "f":
         raise DTypeError(f"{op}: input dtype should be floating point, got {a.dtype} "
                          f"(call .float() first, as in PyTorch)")
 
@@ -67,7 +67,7 @@ def sum(a, dim=None, keepdim=False, *, axis=None, keepdims=None, dtype=None):
     dim, keepdim = _reduce_args(a, dim, axis, keepdim, keepdims, "sum")
     if dtype is not None:
         a = cast(a, dtype)
-    elif a.data.dtype.kind in "biu":
+    elif a.array.dtype.kind in "biu":
         a = cast(a, dtypes.int64)
     return Sum.apply(a, dim=dim, keepdim=keepdim)
 
@@ -173,12 +173,12 @@ def _max_min(a, dim, keepdim, axis, keepdims, other, op):
     if other is not None:
         return minimum(a, other) if take_min else maximum(a, other)
     dim, keepdim = _reduce_args(a, dim, axis, keepdim, keepdims, op)
-    if a.data.size == 0:
+    if a.array.size == 0:
         raise ShapeError(f"{op}: cannot reduce an empty tensor of shape {tuple(a.shape)}")
     if dim is None or isinstance(dim, tuple):
         return Amax.apply(a, dim=dim, keepdim=keepdim, take_min=take_min)
     xp = a.device.xp
-    index = xp.expand_dims((xp.argmin if take_min else xp.argmax)(a.data, axis=dim), dim)
+    index = xp.expand_dims((xp.argmin if take_min else xp.argmax)(a.array, axis=dim), dim)
     values = MaxDim.apply(a, dim=dim, keepdim=keepdim, index=index)
     indices = wrap((index if keepdim else index.squeeze(dim)).astype(np.int64, copy=False), a.device)
     return (MinResult if take_min else MaxResult)(values, indices)
@@ -211,7 +211,7 @@ def _arg_reduce(a, dim, keepdim, axis, op):
     dim = None if dim is None else norm_dim(dim, a.ndim, op)
     xp = a.device.xp
     try:
-        res = (xp.argmin if op == "argmin" else xp.argmax)(a.data, axis=dim)
+        res = (xp.argmin if op == "argmin" else xp.argmax)(a.array, axis=dim)
     except ValueError:
         raise ShapeError(f"{op}: cannot reduce an empty dim (shape {tuple(a.shape)}, dim {dim})") from None
     if dim is None:
@@ -255,7 +255,7 @@ class LogSumExp(Function):
 
 def logsumexp(a, dim=None, keepdim=False, *, axis=None, keepdims=None):
     dim, keepdim = _reduce_args(a, dim, axis, keepdim, keepdims, "logsumexp")
-    if a.data.dtype.kind != "f":
+    if a.array.dtype.kind != "f":
         a = cast(a, dtypes.default_float)
     return LogSumExp.apply(a, dim=dim, keepdim=keepdim)
 

@@ -37,7 +37,7 @@ class Reshape(Function):
 
 def reshape(a, *shape):
     shape = _shape_arg(shape)
-    size = a.data.size
+    size = a.array.size
     known = math.prod(s for s in shape if s != -1)
     if shape.count(-1) > 1 or (shape.count(-1) == 0 and known != size) or \
             (shape.count(-1) == 1 and (known == 0 or size % known)):
@@ -60,7 +60,7 @@ def _view_as_dtype(a, dtype):
     """The same bytes read as ``dtype`` (PyTorch's ``view(dtype)``): same element size, same shape; else the
     last dim (contiguous) scales by the size ratio. Shares storage and version counter; no gradient."""
     dt = dtypes.to_dtype(dtype)
-    src, new = a.data.dtype, dt.np_dtype
+    src, new = a.array.dtype, dt.np_dtype
     if new == src:
         return a
     if a.requires_grad and grad_mode.is_grad_enabled():
@@ -71,14 +71,14 @@ def _view_as_dtype(a, dtype):
         if a.ndim == 0:
             raise ShapeError(f"view: can't view {where}: a 0-d tensor keeps its element size "
                              f"({src.itemsize} bytes, {dt.name} has {new.itemsize})")
-        if a.shape[-1] != 1 and a.data.strides[-1] != src.itemsize:
+        if a.shape[-1] != 1 and a.array.strides[-1] != src.itemsize:
             raise ShapeError(f"view: can't view {where}: the last dim must be contiguous (stride 1, got "
-                             f"{a.data.strides[-1] // src.itemsize}); call contiguous() first")
+                             f"{a.array.strides[-1] // src.itemsize}); call contiguous() first")
         if a.shape[-1] * src.itemsize % new.itemsize:
             raise ShapeError(f"view: can't view {where}: the last dim's {a.shape[-1] * src.itemsize} bytes "
                              f"are not a multiple of {dt.name}'s {new.itemsize}")
     try:
-        arr = a.data.view(new)
+        arr = a.array.view(new)
     except ValueError as e:  # NumPy's remaining rules (e.g. the last dim's offset alignment)
         raise ShapeError(f"view: can't view a tensor of shape {tuple(a.shape)} ({src}) as {dt.name}: {e}") \
             from None
@@ -455,9 +455,9 @@ class ShapeMethods:
 
     def contiguous(self):
         """C-order (row-major) memory: ``self`` if it is already, else a differentiable copy."""
-        return self if self.data.flags.c_contiguous else clone(self)
+        return self if self.array.flags.c_contiguous else clone(self)
 
     def stride(self, dim=None):
-        """Strides in elements (PyTorch's convention; NumPy's ``.data.strides`` are in bytes)."""
-        strides = tuple(s // self.data.itemsize for s in self.data.strides)
+        """Strides in elements (PyTorch's convention; NumPy's ``.array.strides`` are in bytes)."""
+        strides = tuple(s // self.array.itemsize for s in self.array.strides)
         return strides if dim is None else strides[norm_dim(dim, self.ndim, "stride")]

@@ -47,7 +47,7 @@ def _select(a, index, dim, result):
 def argsort(input, dim=-1, descending=False, stable=False):
     """Indices that sort ``input`` along ``dim`` (ascending, or ``descending``); ties in original order."""
     d = _dim(input, dim, "argsort")
-    data = input.data if input.ndim else input.data.reshape(1)
+    data = input.array if input.ndim else input.array.reshape(1)
     return wrap(_order(input.device.xp, data, d, descending).astype(np.int64, copy=False)
                 .reshape(input.shape), input.device)
 
@@ -56,7 +56,7 @@ def argsort(input, dim=-1, descending=False, stable=False):
 def sort(input, dim=-1, descending=False, stable=False):
     """(values, indices) of ``input`` sorted along ``dim``; differentiable in the values."""
     d = _dim(input, dim, "sort")
-    data = input.data if input.ndim else input.data.reshape(1)
+    data = input.array if input.ndim else input.array.reshape(1)
     index = _order(input.device.xp, data, d, descending)
     return _select(input, index.reshape(input.shape), d, SortResult)
 
@@ -75,7 +75,7 @@ def topk(input, k, dim=-1, largest=True, sorted=True):
     if not 0 <= k <= n:
         raise ShapeError(f"topk: k ({k}) is out of range for dim {d} of size {n} (shape {tuple(input.shape)})")
     xp = input.device.xp
-    data = input.data if input.ndim else input.data.reshape(1)
+    data = input.array if input.ndim else input.array.reshape(1)
     order = _order(xp, data, d, largest)
     index = xp.take(order, xp.arange(k), axis=d)
     return _select(input, index.reshape(index.shape if input.ndim else ()), d, TopkResult)

@@ -66,7 +66,7 @@ class TransferMethods:
                 out = to_device(out, dev)
         if dtype is not None:
             dt = dtypes.to_dtype(dtype)
-            if dt.np_dtype != out.data.dtype:
+            if dt.np_dtype != out.array.dtype:
                 out = cast(out, dt)
         if copy and out is self:
             out = clone(self)

@@ -64,7 +64,7 @@ class Adadelta(Optimizer):
                     state["square_avg"] = state_tensor(p)
                     state["acc_delta"] = state_tensor(p)
                 state["step"] += 1
-                self._kernel(p.device)(p.device.xp, p.data, p.grad.data, state["square_avg"].data,
-                                       state["acc_delta"].data, lr, rho, eps, wd, maximize)
+                self._kernel(p.device)(p.device.xp, p.array, p.grad.array, state["square_avg"].array,
+                                       state["acc_delta"].array, lr, rho, eps, wd, maximize)
                 p._version_counter.bump()
         return loss

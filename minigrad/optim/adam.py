@@ -100,8 +100,8 @@ class Adam(Optimizer):
                 v_max = state.get("max_exp_avg_sq") if amsgrad else None
                 if amsgrad and v_max is None:
                     v_max = state["max_exp_avg_sq"] = state_tensor(p)
-                self._kernel(p.device)(p.device.xp, p.data, p.grad.data, state["exp_avg"].data,
-                                       state["exp_avg_sq"].data, None if v_max is None else v_max.data,
+                self._kernel(p.device)(p.device.xp, p.array, p.grad.array, state["exp_avg"].array,
+                                       state["exp_avg_sq"].array, None if v_max is None else v_max.array,
                                        state["step"], lr, beta1, beta2, eps, wd, decoupled, maximize)
                 p._version_counter.bump()
         return loss

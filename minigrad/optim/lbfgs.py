@@ -124,24 +124,24 @@ class LBFGS(Optimizer):
 
     def _flat_grad(self):
         xp = self._xp()
-        return xp.concatenate([(p.grad.data if p.grad is not None else xp.zeros(p.data.shape, p.data.dtype))
+        return xp.concatenate([(p.grad.array if p.grad is not None else xp.zeros(p.array.shape, p.array.dtype))
                                .reshape(-1) for p in self._params])
 
     def _add(self, step, d):
         """x += step * d, parameter by parameter (in place: optimizers hold the same objects)."""
         offset = 0
         for p in self._params:
-            n = p.data.size
-            p.data += (step * d[offset:offset + n]).reshape(p.data.shape).astype(p.data.dtype, copy=False)
+            n = p.array.size
+            p.array += (step * d[offset:offset + n]).reshape(p.array.shape).astype(p.array.dtype, copy=False)
             p._version_counter.bump()
             offset += n
 
     def _snapshot(self):
-        return [p.data.copy() for p in self._params]
+        return [p.array.copy() for p in self._params]
 
     def _restore(self, saved):
         for p, a in zip(self._params, saved):
-            p.data[...] = a
+            p.array[...] = a
             p._version_counter.bump()
 
     def step(self, closure=None):
@@ -172,10 +172,10 @@ class LBFGS(Optimizer):
         opt_cond = float(abs(flat_grad).max()) <= tolerance_grad
         if opt_cond:
             return orig_loss
-        arr = lambda name: None if state.get(name) is None else state[name].data  # noqa: E731
+        arr = lambda name: None if state.get(name) is None else state[name].array  # noqa: E731
         d, t, H_diag = arr("d"), state.get("t"), state.get("H_diag")
-        old_dirs = [v.data for v in state.get("old_dirs", [])]
-        old_stps = [v.data for v in state.get("old_stps", [])]
+        old_dirs = [v.array for v in state.get("old_dirs", [])]
+        old_stps = [v.array for v in state.get("old_stps", [])]
         ro = list(state.get("ro", []))
         prev_flat_grad, prev_loss = arr("prev_flat_grad"), state.get("prev_loss")
         n_iter = 0

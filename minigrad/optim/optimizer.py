@@ -178,19 +178,19 @@ class Optimizer(abc.ABC):
 def _cast_state(p, name, value):
     """A private copy of a saved state value on ``p``'s device (floats in p's dtype, except 'step')."""
     if isinstance(value, Tensor):
-        arr = value.data if value.device == p.device else \
-            get_backend(p.device).asarray(get_backend(value.device).to_host(value.data))
+        arr = value.array if value.device == p.device else \
+            get_backend(p.device).asarray(get_backend(value.device).to_host(value.array))
         if name == "step":
-            return int(np.asarray(get_backend(value.device).to_host(value.data)).reshape(()))
-        if arr.dtype.kind == "f" and arr.dtype != p.data.dtype:
-            arr = arr.astype(p.data.dtype)
-        elif arr is value.data:
+            return int(np.asarray(get_backend(value.device).to_host(value.array)).reshape(()))
+        if arr.dtype.kind == "f" and arr.dtype != p.array.dtype:
+            arr = arr.astype(p.array.dtype)
+        elif arr is value.array:
             arr = arr.copy()
         return Tensor._make(arr, p.device)
     if isinstance(value, np.ndarray):
         if name == "step":
             return int(value.reshape(()))
-        return Tensor._make(get_backend(p.device).asarray(value.astype(p.data.dtype) if value.dtype.kind == "f"
+        return Tensor._make(get_backend(p.device).asarray(value.astype(p.array.dtype) if value.dtype.kind == "f"
                                                          else value.copy()), p.device)
     return copy.deepcopy(value)
 
@@ -208,6 +208,6 @@ def axpy_(xp, a, x, y):
 
 def state_tensor(p):
     """A zero-filled state Tensor shaped like parameter ``p`` (same device and dtype)."""
-    arr = get_backend(p.device).empty(p.data.shape, p.data.dtype)
+    arr = get_backend(p.device).empty(p.array.shape, p.array.dtype)
     arr[...] = 0
     return Tensor._make(arr, p.device)

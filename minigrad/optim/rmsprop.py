@@ -78,9 +78,9 @@ class RMSprop(Optimizer):
                 if centered and "grad_avg" not in state:
                     state["grad_avg"] = state_tensor(p)
                 state["step"] += 1
-                ga = state["grad_avg"].data if centered else None
-                buf = state["momentum_buffer"].data if momentum > 0 else None
-                self._kernel(p.device)(p.device.xp, p.data, p.grad.data, state["square_avg"].data, ga, buf,
+                ga = state["grad_avg"].array if centered else None
+                buf = state["momentum_buffer"].array if momentum > 0 else None
+                self._kernel(p.device)(p.device.xp, p.array, p.grad.array, state["square_avg"].array, ga, buf,
                                        lr, alpha, eps, wd, momentum, maximize)
                 p._version_counter.bump()
         return loss

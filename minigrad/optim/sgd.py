@@ -80,8 +80,8 @@ class SGD(Optimizer):
                     continue
                 state = self.state[p]
                 buf_t = state.get("momentum_buffer")
-                buf = self._kernel(p.device)(p.device.xp, p.data, p.grad.data,
-                                             None if buf_t is None else buf_t.data,
+                buf = self._kernel(p.device)(p.device.xp, p.array, p.grad.array,
+                                             None if buf_t is None else buf_t.array,
                                              lr, momentum, dampening, nesterov, wd, maximize)
                 if momentum != 0 and buf_t is None:
                     state["momentum_buffer"] = Tensor._make(buf, p.device)

@@ -164,7 +164,7 @@ def test_weight_cast_cache_casts_a_parameter_once_per_region_and_sees_in_place_c
 
     def spy(be, array, dtype):
         for name, p in (("weight", lin.weight), ("bias", lin.bias)):
-            casts[name] += array is p.data
+            casts[name] += array is p.array
         return convert(be, array, dtype)
 
     monkeypatch.setattr(autocast_mode, "convert", spy)
@@ -205,7 +205,7 @@ def test_backward_runs_each_op_in_its_forward_dtype_and_params_get_float32_grads
     def inner(op, args, kwargs, run):                   # registered inside autocast: the op's own output
         out = run()
         if out.grad_fn is not None:
-            computed[out.grad_fn] = out.data.dtype
+            computed[out.grad_fn] = out.array.dtype
         return out
 
     received = []
@@ -300,7 +300,7 @@ def test_user_saved_tensor_hooks_compose_with_autocast_and_saved_outputs_are_sto
     assert tanh.name == "tanh" and y.dtype == F16
     saved = [a for a in tanh._saved if hasattr(a, "dtype")]
     assert saved and all(a.dtype == np.float16 for a in saved)
-    assert any(a is y.data for a in saved)         # the output itself, not a second float16 copy
+    assert any(a is y.array for a in saved)         # the output itself, not a second float16 copy
 
 
 def test_emulated_cuda_autocast_matches_cpu():

@@ -55,7 +55,7 @@ def test_inf_or_nan_in_one_gradient_skips_the_step_bit_identically_and_halves_th
     before = _snapshot(model, opt)
     _backward(model, scaler)
     p = list(model.parameters())[2]
-    p.grad.data[2, 5] = bad                        # one element of one gradient of one parameter
+    p.grad.array[2, 5] = bad                        # one element of one gradient of one parameter
     assert scaler.step(opt) is None
     scaler.update()
     _assert_identical(before, _snapshot(model, opt))
@@ -89,7 +89,7 @@ def test_scripted_overflow_sequence_follows_pytorchs_documented_rule():
         opt.zero_grad()
         _backward(model, scaler)
         if bad:
-            next(iter(model.parameters())).grad.data[0, 0] = np.inf
+            next(iter(model.parameters())).grad.array[0, 0] = np.inf
         scaler.step(opt)
         scaler.update()
         got.append(scaler.get_scale())
@@ -166,7 +166,7 @@ def test_gradient_accumulation_matches_float32_and_param_groups_all_skip():
     model.zero_grad()
     scaler = GradScaler()
     _backward(model, scaler)
-    ps[0].grad.data[0, 0] = np.nan
+    ps[0].grad.array[0, 0] = np.nan
     before = [p.detach().numpy().copy() for p in ps]
     assert scaler.step(opt) is None
     assert all((b == p.detach().numpy()).all() for b, p in zip(before, ps))
@@ -178,7 +178,7 @@ def test_two_optimizers_one_overflows_scale_backs_off_once():
     o1, o2 = optim.SGD(ps[:2], lr=0.1), optim.Adam(ps[2:], lr=0.1)
     scaler = GradScaler(init_scale=64.0)
     _backward(model, scaler)
-    ps[3].grad.data[0] = np.inf
+    ps[3].grad.array[0] = np.inf
     before0 = ps[0].detach().numpy().copy()
     scaler.step(o1)                               # its own gradients are clean: it steps (checked below)
     assert scaler.step(o2) is None
@@ -252,7 +252,7 @@ def test_on_the_emulated_cuda_device():
         assert out.dtype == mg.float16
         loss = F.cross_entropy(out, t)
     scaler.scale(loss).backward()
-    next(iter(model.parameters())).grad.data[0, 0] = np.nan
+    next(iter(model.parameters())).grad.array[0, 0] = np.nan
     assert scaler.step(opt) is None
     scaler.update()
     assert scaler.get_scale() == 8.0

@@ -78,8 +78,8 @@ def test_gradients_accumulate_across_backward_calls():
 def test_grad_is_not_aliased_between_leaves():
     a, b = leaf([1.0]), leaf([1.0])
     (a + b).sum().backward()
-    assert a.grad.data is not b.grad.data
-    a.grad.data += 10
+    assert a.grad.array is not b.grad.array
+    a.grad.array += 10
     np.testing.assert_allclose(host(b.grad), [1.0])
 
 

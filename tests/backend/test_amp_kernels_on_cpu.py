@@ -70,7 +70,7 @@ def test_grad_scaler_on_cuda_uses_the_fused_unscale_and_matches_cpu(fused_calls)
         scaler.update()
         results[dev] = [p.detach().numpy() for p in model.parameters()]
         scaler.scale(F.cross_entropy(model(x), t)).backward()
-        list(model.parameters())[1].grad.data[2] = np.nan
+        list(model.parameters())[1].grad.array[2] = np.nan
         assert scaler.step(opt) is None
         scaler.update()
         assert scaler.get_scale() == 32.0

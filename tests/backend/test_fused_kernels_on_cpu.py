@@ -67,14 +67,14 @@ def test_generated_cupy_kernels_match_numpy_kernels_and_eager(name, dtype):
         if n.name in values:
             return values[n.name]
         return n.target(*[value(a) if hasattr(a, "kind") else a for a in n.args])
-    inputs = [value(n).data for n in node.args]
+    inputs = [value(n).array for n in node.args]
     half = dtype == np.float16   # within half a float16 ulp of the exact value (and float32's error)
     tol = dict(rtol=2 ** -11 + 1e-6, atol=6e-8) if half else dict(rtol=1e-11, atol=1e-12)
 
     ctx = _Ctx(cupy_on_cpu, (True,) * len(inputs))
     out = FusedElementwise.forward(ctx, *inputs, kernel=kernel)
     if half:   # the exact values, from float64 leaves holding the same numbers
-        x, b = (mg.tensor(t.data.astype(np.float64), requires_grad=True) for t in (x, b))
+        x, b = (mg.tensor(t.array.astype(np.float64), requires_grad=True) for t in (x, b))
         values = {"x": x, "b": b}
     want = CHAINS[name](x, b)
     assert out.dtype == dtype and out.shape == (4, 6)
@@ -83,7 +83,7 @@ def test_generated_cupy_kernels_match_numpy_kernels_and_eager(name, dtype):
 
     g = rng.standard_normal((4, 6)).astype(dtype)
     grads = FusedElementwise.backward(ctx, g)
-    want.backward(mg.tensor(g.astype(want.data.dtype)))
+    want.backward(mg.tensor(g.astype(want.array.dtype)))
     by_name = {k: t.grad.numpy() for k, t in values.items() if t.grad is not None}
     for n, full in zip(node.args, grads):
         if n.name not in by_name:
@@ -101,7 +101,7 @@ def test_backward_kernel_computes_only_the_wanted_gradients():
     ins, outs, body = kernel.cupy_backward_source([True, False])
     assert outs == "float64 gx0" and "gx1" not in body
     ctx = _Ctx(cupy_on_cpu, (True, False))
-    FusedElementwise.forward(ctx, x.data, b.data, kernel=kernel)
+    FusedElementwise.forward(ctx, x.array, b.array, kernel=kernel)
     gx, gb = FusedElementwise.backward(ctx, np.ones((3, 5)))
     assert gb is None
     np.testing.assert_allclose(gx, b.numpy() * np.exp(x.detach().numpy() * b.numpy()), rtol=1e-12)

@@ -192,7 +192,7 @@ def test_threads_and_literal_constants_give_eagers_bits(monkeypatch, threads):
 def test_an_error_in_a_worker_thread_reaches_the_caller_with_the_callers_errstate(monkeypatch):
     monkeypatch.setattr(blocked, "THREADS", 2)
     x = mg.ones(8, 16)
-    x.data[-1, -1] = -1.0                                       # only the last block (the worker's) is invalid
+    x.array[-1, -1] = -1.0                                       # only the last block (the worker's) is invalid
     compiled = mg.compile(lambda x: (x * 2.0).log() + 1.0, block_size=16)
     with mg.no_grad(), np.errstate(invalid="ignore"):
         compiled(x)

@@ -75,7 +75,7 @@ def test_tiny_gpt_step_with_an_item_break_replays_piecewise_without_deopt(capsys
 
     def step(idx):
         logits = gpt(idx)
-        loss = lm_loss(logits, targets)   # cross_entropy validates target.data: read mid-piece, no deopt
+        loss = lm_loss(logits, targets)   # cross_entropy validates target.array: read mid-piece, no deopt
         v = loss.item()
         print(f"loss {v:.6f}")
         return loss * (2.0 if v > 0 else 1.0) + logits.pow(2).mean() * v

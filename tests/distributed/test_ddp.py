@@ -25,7 +25,7 @@ def job(tmp_path_factory):
 def reference(init, optimizer, steps=STEPS):
     model = mlp(seed=0)
     for n, p in model.named_parameters():
-        p.data[...] = init[f"init.{n}"]
+        p.array[...] = init[f"init.{n}"]
     opt = optimizer(model.parameters())
     for step in range(steps):
         opt.zero_grad()

@@ -108,7 +108,7 @@ def test_two_ranks_collectives_and_ddp(tmp_path):
     assert i0["barrier_calls"][2] == "allReduce"  # NCCL has no barrier: a one-element all-reduce
     model = mlp(seed=0)
     for n, p in model.named_parameters():
-        p.data[...] = a0[f"init.{n}"]
+        p.array[...] = a0[f"init.{n}"]
     opt = mg.optim.SGD(model.parameters(), lr=LR)
     for step in range(STEPS):
         opt.zero_grad()

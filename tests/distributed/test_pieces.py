@@ -46,8 +46,8 @@ def test_store_that_is_not_there_is_a_clear_error():
 
 class _P:  # a parameter stand-in: only what assign_buckets reads
     def __init__(self, nbytes, dtype=np.float32):
-        self.data = np.empty(nbytes // np.dtype(dtype).itemsize, dtype)
-        self.dtype, self.device = self.data.dtype, "cpu"
+        self.array = np.empty(nbytes // np.dtype(dtype).itemsize, dtype)
+        self.dtype, self.device = self.array.dtype, "cpu"
 
 
 def test_buckets_reverse_order_first_1mib_then_25mib():

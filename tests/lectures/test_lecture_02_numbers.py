@@ -52,8 +52,8 @@ def adam_step(params, state, t, lr=1e-3, b1=0.9, b2=0.999, eps=1e-8):
 
 def adam_step_inplace(params, state, t, lr=1e-3, b1=0.9, b2=0.999, eps=1e-8):
     for p, (m, v) in zip(params, state):
-        w, g, m, v = p.data, p.grad.data, m.data, v.data
-        tmp = mg.empty_like(p).data
+        w, g, m, v = p.array, p.grad.array, m.array, v.array
+        tmp = mg.empty_like(p).array
         m *= b1; np.multiply(g, 1 - b1, out=tmp); m += tmp
         v *= b2; np.multiply(g, g, out=tmp); tmp *= 1 - b2; v += tmp
         np.sqrt(v, out=tmp); tmp /= math.sqrt(1 - b2 ** t); tmp += eps

@@ -194,12 +194,12 @@ def test_real_cupy_allocates_through_the_pool():
         assert alloc.allocated_bytes() >= 4096 and alloc.reserved_bytes() == 2 * MiB
         y = (x * 2).sum()
         assert float(y) == 999000.0
-        address = x.data.ptr
+        address = x.array.ptr
         del x, y
         cp.cuda.Device(0).synchronize()
         assert alloc.allocated_bytes() == 0
         z = cp.empty(1000, dtype=cp.float32)
-        assert z.data.ptr == address                        # the cached block comes back
+        assert z.array.ptr == address                        # the cached block comes back
         del z
     finally:
         cupy_pool.uninstall()

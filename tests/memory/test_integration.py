@@ -13,11 +13,11 @@ from minigrad.memory import CachingAllocator, CPUSource, round_size, views_pool_
 def test_tensors_forward_and_backward_live_in_the_pool_and_leave_nothing_behind(fresh_cpu_pool):
     x = mg.randn(64, 32)
     w = mg.randn(32, 16, requires_grad=True)
-    assert views_pool_block(x.data) and views_pool_block(w.data)
+    assert views_pool_block(x.array) and views_pool_block(w.array)
     assert mem.memory_allocated() == round_size(64 * 32 * 4) + round_size(32 * 16 * 4)
     loss = (x @ w).relu().sum()
     loss.backward()
-    assert views_pool_block(loss.data) and views_pool_block(w.grad.data)
+    assert views_pool_block(loss.array) and views_pool_block(w.grad.array)
     assert mem.max_memory_allocated() > mem.memory_allocated()      # activations came and went
     del x, w, loss
     gc.collect()
@@ -45,7 +45,7 @@ def test_emulated_cuda_device_has_its_own_pool_and_statistics():
             be.empty((2**20,), np.float32)
         assert mem.memory_stats("cuda")["num_ooms"] == 1
         t = mg.ones(8, 8, device="cuda")
-        assert views_pool_block(t.data) and mem.memory_allocated("cuda") == 4096 + 512
+        assert views_pool_block(t.array) and mem.memory_allocated("cuda") == 4096 + 512
         del x, t
         assert mem.memory_allocated("cuda") == 0
     assert get_backend(dev).allocator is None

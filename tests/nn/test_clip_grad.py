@@ -51,7 +51,7 @@ def test_clip_grad_norm_float32_and_nonfinite(device):
     total = np.sqrt(sum((g.astype(np.float32).astype(np.float64) ** 2).sum() for g in grads))
     np.testing.assert_allclose(out.item(), total, rtol=1e-5)
     assert abs(np.sqrt(sum((p.grad.numpy().astype(np.float64) ** 2).sum() for p in ps)) - 1.0) < 1e-4
-    ps[1].grad.data[0] = np.nan
+    ps[1].grad.array[0] = np.nan
     with pytest.raises(RuntimeError, match="non-finite"):
         clip_grad_norm_(ps, 1.0, error_if_nonfinite=True)
     assert np.isnan(clip_grad_norm_(ps, 1.0).item())

@@ -164,7 +164,7 @@ def test_state_dict_keys_order_sharing_and_round_trip(device):
     sd = m.state_dict()
     assert list(sd) == ["steps", "fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"]  # no non-persistent
     assert all(type(v) is mg.Tensor and not v.requires_grad for v in sd.values())
-    assert sd["fc1.weight"].data is m.fc1.weight.data     # detached, same storage (PyTorch semantics)
+    assert sd["fc1.weight"].array is m.fc1.weight.array     # detached, same storage (PyTorch semantics)
     assert m.state_dict(keep_vars=True)["fc1.weight"] is m.fc1.weight
     m2 = MLP(device=device)
     x = mg.randn(6, 4, device=device)
@@ -175,7 +175,7 @@ def test_state_dict_keys_order_sharing_and_round_trip(device):
     assert repr(result) == "<All keys matched successfully>"
     np.testing.assert_array_equal(m(x).detach().numpy(), m2(x).detach().numpy())
     # loading copies values: the module does not alias the given tensors
-    assert m2.fc1.weight.data is not snapshot["fc1.weight"].data
+    assert m2.fc1.weight.array is not snapshot["fc1.weight"].array
 
 
 def test_load_state_dict_reports_all_problems_in_one_error():

@@ -99,7 +99,7 @@ def channels_last(x):
     perm = (0,) + tuple(range(2, x.ndim)) + (1,)
     back = (0, x.ndim - 1) + tuple(range(1, x.ndim - 1))
     y = x.permute(*perm).contiguous().permute(*back)
-    assert x.shape[1] == 1 or y.data.strides[1] == y.data.itemsize
+    assert x.shape[1] == 1 or y.array.strides[1] == y.array.itemsize
     return y
 
 
@@ -147,7 +147,7 @@ def test_conv2d_output_is_channels_last_view_and_chains(device):
     'kc' im2col order) and the whole chain matches the reference and passes gradcheck."""
     x, w1, w2 = arr(2, 3, 6, 6), arr(4, 3, 3, 3), arr(2, 2, 2, 2)
     y = F.conv2d(t64(x, device, False), t64(w1, device, False), padding=1)
-    assert y.shape == (2, 4, 6, 6) and y.data.strides[1] == y.data.itemsize
+    assert y.shape == (2, 4, 6, 6) and y.array.strides[1] == y.array.itemsize
     ref1 = ref_conv(x, w1, None, (1, 1), ((1, 1), (1, 1)), (1, 1), 1)
     np.testing.assert_allclose(y.numpy(), ref1, rtol=1e-10, atol=1e-12)
     z = F.conv2d(y, t64(w2, device, False), stride=2, groups=2)

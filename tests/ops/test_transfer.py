@@ -32,6 +32,6 @@ def test_a_moved_tensor_lives_in_its_device_storage_only(cuda):
     """The destination's pool (if any) owns the copy; the source's pool never does."""
     with mem.enabled("cpu", allocator=CachingAllocator(CPUSource(), "cpu")):
         moved = mg.randn(16, 16).to(cuda)                   # cpu has a pool, the (emulated) cuda none
-        assert _owner_of(moved.data) is None
+        assert _owner_of(moved.array) is None
         back = moved.to("cpu")
-        assert _owner_of(back.data) is not None             # cpu's pool owns what lands on cpu
+        assert _owner_of(back.array) is not None             # cpu's pool owns what lands on cpu

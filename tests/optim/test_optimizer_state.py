@@ -86,7 +86,7 @@ def test_load_state_dict_copies_and_casts_state(device):
     opt64.load_state_dict(sd)
     src = sd["state"][0]["momentum_buffer"]
     dst = opt64.state[opt64.param_groups[0]["params"][0]]["momentum_buffer"]
-    assert dst.data is not src.data and dst.device == device
+    assert dst.array is not src.array and dst.device == device
     np.testing.assert_array_equal(dst.numpy(), src.numpy())
 
 

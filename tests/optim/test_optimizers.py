@@ -237,7 +237,7 @@ def test_float32_updates_stay_float32(device):
         for _ in range(2):
             p.grad = mg.ones(4, device=device)
             opt.step()
-        assert p.dtype == mg.float32 and p.data.dtype == np.float32
+        assert p.dtype == mg.float32 and p.array.dtype == np.float32
         for v in opt.state[p].values():
             if isinstance(v, mg.Tensor):
                 assert v.dtype == mg.float32

@@ -92,7 +92,7 @@ def verdict_memory(case, obs, ctx, budget):
         return Verdict.fail(
             f"{what}: after the forward, {V.mib(outside)} are held outside minigrad's memory pool ({outside / act:.1f} "
             f"activations of {V.mib(act)}); checkpointing keeps only {V.mib(max(ref_outside, 0))} there. Copies of "
-            f"activations kept aside (np.array(t.data), a list of arrays) count too: keep only the inputs")
+            f"activations kept aside (np.array(t.array), a list of arrays) count too: keep only the inputs")
     if kept > budget * ref_kept + 512:
         return Verdict.fail(
             f"{what}: after the forward, forward ops still hold {V.mib(kept)} ({kept / act:.1f} activations of "

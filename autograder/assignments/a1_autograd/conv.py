@@ -85,7 +85,7 @@ def observe_conv_forward(ns, case):
     y = ns.Conv2d.apply(x, w, b, stride=case.params["stride"], padding=case.params["padding"])
     if not isinstance(y, mg.Tensor):
         raise TypeError(f"Conv2d returned a {type(y).__name__}, not a Tensor (call Conv2d.apply(...))")
-    return {"y": y.data}
+    return {"y": y.array}
 
 
 def verdict_conv_forward(case, obs, ctx):

@@ -54,7 +54,7 @@ def _leaves(case, names):
 
 
 def _grads(names, leaves):
-    return {"d" + n: t.grad.data for n, t in zip(names, leaves) if t.grad is not None}
+    return {"d" + n: t.grad.array for n, t in zip(names, leaves) if t.grad is not None}
 
 
 def observe_engine(ns, case):

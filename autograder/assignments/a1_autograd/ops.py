@@ -112,13 +112,13 @@ def _run_op(ns, case, names, call):
         if not isinstance(y, mg.Tensor):
             raise TypeError(f"{case.params.get('op', 'the op')} returned a {type(y).__name__}, not a Tensor "
                             f"(call the op through .apply(...))")
-        obs = {"y": y.data}
+        obs = {"y": y.array}
         up = case["up"]
         if tuple(y.shape) == up.shape and y.requires_grad:   # else the forward check explains the problem
-            y.backward(mg.Tensor(up.astype(y.data.dtype)))
+            y.backward(mg.Tensor(up.astype(y.array.dtype)))
             for n, t in zip(names, tensors):
                 if t.grad is not None:
-                    obs["d" + n] = t.grad.data
+                    obs["d" + n] = t.grad.array
     except Exception as e:
         _say_as_written(e, ns)
         raise

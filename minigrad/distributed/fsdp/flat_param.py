@@ -33,7 +33,7 @@ class FlatParamUnit:
         self.group = group
         self.rank, self.world = group.rank, group.size
         first = entries[0][3]
-        self.device, self.dtype = first.device, first.data.dtype
+        self.device, self.dtype = first.device, first.array.dtype
         self.compute_dtype = np.dtype(compute_dtype) if compute_dtype is not None else self.dtype
         self.layout, offset = [], 0     # (fqn, module, name, shape, offset, numel)
         for fqn, module, name, p in entries:
@@ -45,11 +45,11 @@ class FlatParamUnit:
         self.backend = get_backend(self.device)
         full = self.device.xp.zeros(self.padded, self.dtype)
         for (_, module, name, shape, off, n), (_, _, _, p) in zip(self.layout, entries):
-            full[off:off + n] = p.data.reshape(-1)
+            full[off:off + n] = p.array.reshape(-1)
             delattr(module, name)
         lo = self.rank * self.shard_size
         self.flat_param = Parameter(Tensor._make(self._empty(self.shard_size, self.dtype), self.device))
-        self.flat_param.data[...] = full[lo:lo + self.shard_size]
+        self.flat_param.array[...] = full[lo:lo + self.shard_size]
         self.full = None        # the gathered vector, while it exists
         self.leaves = []        # the leaf tensors set on the modules (kept alive until backward is done)
 
@@ -62,7 +62,7 @@ class FlatParamUnit:
     # --- gather / free -------------------------------------------------------------------------------
     def start_gather(self):
         """Issue the all-gather of the full vector (compute dtype); returns (work, buffer)."""
-        shard = self._empty(self.shard_size, self.compute_dtype, self.flat_param.data)  # cast to compute dtype
+        shard = self._empty(self.shard_size, self.compute_dtype, self.flat_param.array)  # cast to compute dtype
         buf = self._empty(self.padded, self.compute_dtype)
         work = collectives.all_gather_into_tensor(Tensor._make(buf, self.device), Tensor._make(shard, self.device),
                                                   group=self.group, async_op=True)
@@ -74,7 +74,7 @@ class FlatParamUnit:
         self.full = buf
         if self.leaves:
             for leaf, (_, _, _, shape, off, n) in zip(self.leaves, self.layout):
-                leaf.data = buf[off:off + n].reshape(shape)
+                leaf.array = buf[off:off + n].reshape(shape)
             return
         for _, module, name, shape, off, n in self.layout:
             leaf = Tensor._make(buf[off:off + n].reshape(shape), self.device)
@@ -90,7 +90,7 @@ class FlatParamUnit:
         xp = self.device.xp
         self.full = None
         for leaf in self.leaves:
-            leaf.data = xp.empty(0, self.compute_dtype)
+            leaf.array = xp.empty(0, self.compute_dtype)
         if not self.leaves:  # no backward to come (no_grad): nothing to keep at all
             for _, module, name, _, _, _ in self.layout:
                 setattr(module, name, None)
@@ -107,7 +107,7 @@ class FlatParamUnit:
         flat = self._empty(self.padded, dtype, 0)
         for leaf, (_, _, _, _, off, n) in zip(self.leaves, self.layout):
             if leaf.grad is not None:
-                flat[off:off + n] = leaf.grad.data.reshape(-1)
+                flat[off:off + n] = leaf.grad.array.reshape(-1)
                 leaf.grad = None
         out = self._empty(self.shard_size, dtype)
         work = collectives.reduce_scatter_tensor(Tensor._make(out, self.device), Tensor._make(flat, self.device),
@@ -122,7 +122,7 @@ class FlatParamUnit:
         elif p.grad is None:
             p.grad = Tensor._make(self._empty(self.shard_size, self.dtype, shard), self.device)
         else:
-            p.grad.data += shard
+            p.grad.array += shard
 
     # --- full weights (state_dict) ---------------------------------------------------------------------
     def full_weights(self):
@@ -131,7 +131,7 @@ class FlatParamUnit:
         buf = self._empty(self.padded, self.dtype)
         with no_grad():
             collectives.all_gather_into_tensor(Tensor._make(buf, self.device),
-                                               Tensor._make(xp.ascontiguousarray(self.flat_param.data), self.device),
+                                               Tensor._make(xp.ascontiguousarray(self.flat_param.array), self.device),
                                                group=self.group)
         return {fqn: Tensor._make(buf[off:off + n].reshape(shape).copy(), self.device)
                 for fqn, _, _, shape, off, n in self.layout}
@@ -143,4 +143,4 @@ class FlatParamUnit:
         for fqn, _, _, shape, off, n in self.layout:
             full[off:off + n] = xp.asarray(arrays[fqn], dtype=self.dtype).reshape(-1)
         lo = self.rank * self.shard_size
-        self.flat_param.data[...] = full[lo:lo + self.shard_size]
+        self.flat_param.array[...] = full[lo:lo + self.shard_size]

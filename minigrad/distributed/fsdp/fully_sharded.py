@@ -76,7 +76,7 @@ class _Slot:
 
 
 def _address(a):
-    return a.data.ptr if hasattr(a.data, "ptr") else a.__array_interface__["data"][0]
+    return a.data.ptr if hasattr(a.data, "ptr") else a.__array_interface__["data"][0]   # a CuPy or NumPy array
 
 
 class FullyShardedDataParallel(Module):
@@ -259,14 +259,14 @@ class FullyShardedDataParallel(Module):
             raise ArgumentError("FullyShardedDataParallel.clip_grad_norm_: only norm_type=2 is supported")
         grads = [p.grad for p in self.parameters() if p.grad is not None]
         xp = grads[0].device.xp if grads else np
-        total = Tensor._make(xp.asarray([sum(float((g.data.astype(np.float64) ** 2).sum()) for g in grads)]),
+        total = Tensor._make(xp.asarray([sum(float((g.array.astype(np.float64) ** 2).sum()) for g in grads)]),
                              grads[0].device if grads else self._device())
         collectives.all_reduce(total, op=ReduceOp.SUM, group=self.process_group)
-        norm = float(total.data[0]) ** 0.5
+        norm = float(total.array[0]) ** 0.5
         coef = float(max_norm) / (norm + 1e-6)
         if coef < 1:
             for g in grads:
-                g.data *= coef
+                g.array *= coef
         return norm
 
     def state_dict(self, *args, **kwargs):
@@ -288,14 +288,14 @@ class FullyShardedDataParallel(Module):
         if strict and (missing or unexpected):
             raise StateDictError(f"FullyShardedDataParallel.load_state_dict: missing keys {missing}, unexpected "
                                  f"keys {unexpected}")
-        arrays = {k: (v.data if isinstance(v, Tensor) else np.asarray(v)) for k, v in state_dict.items()}
+        arrays = {k: (v.array if isinstance(v, Tensor) else np.asarray(v)) for k, v in state_dict.items()}
         for u in self._units:
             if u._unit is not None:
                 u._unit.load_full(arrays)
         with no_grad():
             for fqn, kind, m, n in self._state_names:
                 if kind == "buffer" and fqn in arrays:
-                    getattr(m, n).data[...] = arrays[fqn]
+                    getattr(m, n).array[...] = arrays[fqn]
         return missing, unexpected
 
     def extra_repr(self):
@@ -314,6 +314,6 @@ def _own_params(module):
 
 
 def _cast(a, dtype):
-    if dtype is None or not isinstance(a, Tensor) or a.data.dtype.kind != "f" or a.data.dtype == dtype:
+    if dtype is None or not isinstance(a, Tensor) or a.array.dtype.kind != "f" or a.array.dtype == dtype:
         return a
     return a.to(dtype.name)

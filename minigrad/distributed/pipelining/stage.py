@@ -142,10 +142,10 @@ def average_gradients(module, group):
     if not params:
         return
     xp, device = params[0].device.xp, params[0].device
-    flat = Tensor._make(xp.concatenate([p.grad.data.reshape(-1) for p in params]), device)
+    flat = Tensor._make(xp.concatenate([p.grad.array.reshape(-1) for p in params]), device)
     with no_grad():
         collectives.all_reduce(flat, op=ReduceOp.AVG, group=group)
     offset = 0
     for p in params:
-        p.grad.data[...] = flat.data[offset:offset + p.numel()].reshape(p.shape)
+        p.grad.array[...] = flat.array[offset:offset + p.numel()].reshape(p.shape)
         offset += p.numel()

@@ -41,7 +41,7 @@ def shard_of(tensor, dim, group, what, parts=None):
         k = width // n
         index = [slice(None)] * full.ndim
         index[dim] = slice(start + rank * k, start + (rank + 1) * k)
-        pieces.append(full.data[tuple(index)])
+        pieces.append(full.array[tuple(index)])
     xp = full.device.xp
     data = xp.concatenate(pieces, axis=dim) if len(pieces) > 1 else pieces[0]
     storage = get_backend(full.device).empty(data.shape, data.dtype)  # from the pool, when one is on
@@ -118,13 +118,13 @@ class VocabParallelEmbedding(Module):
 
     def forward(self, ids):
         xp = ids.device.xp
-        raw = ids.data
+        raw = ids.array
         if raw.size and (raw.min() < 0 or raw.max() >= self.num_embeddings):
             raise ArgumentError(f"VocabParallelEmbedding: ids must be in [0, {self.num_embeddings}), got "
                                 f"[{int(raw.min())}, {int(raw.max())}]")
         inside = (raw >= self.start) & (raw < self.stop)
         local = type(ids)._make(xp.where(inside, raw - self.start, 0), ids.device)
-        mask = type(ids)._make(inside[..., None].astype(self.weight.data.dtype), ids.device)
+        mask = type(ids)._make(inside[..., None].astype(self.weight.array.dtype), ids.device)
         return reduce_from_parallel(F.embedding(local, self.weight) * mask, self.group)
 
     def extra_repr(self):

@@ -26,7 +26,7 @@ def vocab_parallel_cross_entropy(logits, target, group=None, reduction="mean"):
     if reduction not in ("mean", "sum", "none"):
         raise ArgumentError(f"vocab_parallel_cross_entropy: reduction must be 'mean', 'sum' or 'none', got "
                             f"{reduction!r}")
-    xp, t = logits.device.xp, target.data
+    xp, t = logits.device.xp, target.array
     if t.size and (t.min() < 0 or t.max() >= local_v * n):
         raise ArgumentError(f"vocab_parallel_cross_entropy: target ids must be in [0, {local_v * n}), got "
                             f"[{int(t.min())}, {int(t.max())}]")
@@ -36,7 +36,7 @@ def vocab_parallel_cross_entropy(logits, target, group=None, reduction="mean"):
     shifted = logits - m
     sum_exp = reduce_from_parallel(shifted.exp().sum(dim=-1), group)
     local = t - rank * local_v
-    onehot = xp.zeros(logits.shape, logits.data.dtype)
+    onehot = xp.zeros(logits.shape, logits.array.dtype)
     inside = (local >= 0) & (local < local_v)
     xp.put_along_axis(onehot, xp.where(inside, local, 0)[..., None], inside[..., None].astype(onehot.dtype), -1)
     picked = reduce_from_parallel((shifted * type(logits)._make(onehot, logits.device)).sum(dim=-1), group)

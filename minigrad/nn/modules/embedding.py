@@ -36,7 +36,7 @@ class Embedding(Module):
     def reset_parameters(self, generator=None):
         init.normal_(self.weight, generator=generator)
         if self.padding_idx is not None:
-            self.weight.data[self.padding_idx] = 0
+            self.weight.array[self.padding_idx] = 0
             self.weight._version_counter.bump()
 
     def forward(self, input):

@@ -64,9 +64,9 @@ class _BatchNorm(Module):
         factor = 0.0 if self.momentum is None else self.momentum
         if self.training and self.track_running_stats and self.num_batches_tracked is not None:
             nbt = self.num_batches_tracked
-            nbt.data += 1
+            nbt.array += 1
             nbt._version_counter.bump()
-            factor = 1.0 / float(nbt.data) if self.momentum is None else self.momentum
+            factor = 1.0 / float(nbt.array) if self.momentum is None else self.momentum
         use_batch_stats = self.training or (self.running_mean is None and self.running_var is None)
         update = not self.training or self.track_running_stats
         return F.batch_norm(input, self.running_mean if update else None,

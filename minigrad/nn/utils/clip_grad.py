@@ -18,7 +18,7 @@ def _grads(parameters):
 
 def _tensor_norm(xp, g, norm_type):
     """Norm of one array (float32 or wider accumulation for half precision)."""
-    a = g.data
+    a = g.array
     if a.dtype.itemsize < 4:
         a = a.astype(np.float32)
     if norm_type == 2.0:
@@ -47,7 +47,7 @@ def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False):
     norms = [_tensor_norm(t.device.xp, t, norm_type) for t in tensors]
     if any(t.device != first.device for t in tensors):
         norms = [float(n) for n in norms]
-    norms = xp.stack([xp.asarray(n, dtype=np.result_type(first.data.dtype, np.float32)) for n in norms])
+    norms = xp.stack([xp.asarray(n, dtype=np.result_type(first.array.dtype, np.float32)) for n in norms])
     if math.isinf(norm_type):
         total = norms.max() if norm_type > 0 else norms.min()
     elif norm_type == 0:
@@ -58,7 +58,7 @@ def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False):
         raise AutogradError(f"The total norm of order {norm_type} for gradients from `parameters` is non-finite, "
                             f"so it cannot be clipped. To disable this error and scale the gradients by the "
                             f"non-finite norm anyway, set `error_if_nonfinite=False`")
-    out_dtype = first.data.dtype if first.data.dtype.itemsize >= 4 else np.float32
+    out_dtype = first.array.dtype if first.array.dtype.itemsize >= 4 else np.float32
     return Tensor._make(xp.asarray(total, dtype=out_dtype).reshape(()), first.device)
 
 
@@ -70,7 +70,7 @@ def clip_grads_with_norm_(parameters, max_norm, total_norm):
     coef = float(max_norm) / (float(total_norm) + 1e-6)
     if coef < 1.0:
         for g in grads:
-            g.data *= g.data.dtype.type(coef)
+            g.array *= g.array.dtype.type(coef)
             g._version_counter.bump()
 
 
@@ -93,5 +93,5 @@ def clip_grad_value_(parameters, clip_value, foreach=None):
     """Clamp every gradient element of ``parameters`` to [-clip_value, clip_value] in place."""
     v = float(clip_value)
     for g in _grads(parameters):
-        g.device.xp.clip(g.data, -v, v, out=g.data)
+        g.device.xp.clip(g.array, -v, v, out=g.array)
         g._version_counter.bump()

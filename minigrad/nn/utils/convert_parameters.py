@@ -27,6 +27,6 @@ def vector_to_parameters(vec, parameters):
     with no_grad():
         for p in parameters:
             n = p.numel()
-            p.data[...] = vec.data[offset:offset + n].reshape(p.shape)
+            p.array[...] = vec.array[offset:offset + n].reshape(p.shape)
             p._version_counter.bump()
             offset += n

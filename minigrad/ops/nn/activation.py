@@ -323,7 +323,7 @@ def _feature_dropout(input, p, training, batched, generator=None):
     if not training or p == 0.0:
         return input
     lead = tuple(input.shape[:2] if batched else input.shape[:1])
-    ones = wrap(input.device.xp.ones(lead, dtype=input.data.dtype), input.device)
+    ones = wrap(input.device.xp.ones(lead, dtype=input.array.dtype), input.device)
     mask = Dropout.apply(ones, p=p, generator=generator)
     return input * mask.reshape(lead + (1,) * (input.ndim - len(lead)))
 

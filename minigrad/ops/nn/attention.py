@@ -90,9 +90,9 @@ def _check_attention(q, k, v, attn_mask, is_causal):
     if k.shape[-2] != v.shape[-2]:
         raise ShapeError(f"{op}: key has {k.shape[-2]} positions but value has {v.shape[-2]} "
                          f"(shapes {tuple(k.shape)} and {tuple(v.shape)})")
-    if not (q.data.dtype == k.data.dtype == v.data.dtype):
-        raise DTypeError(f"{op}: query, key and value must share a dtype, got {q.data.dtype}, {k.data.dtype}, "
-                         f"{v.data.dtype}")
+    if not (q.array.dtype == k.array.dtype == v.array.dtype):
+        raise DTypeError(f"{op}: query, key and value must share a dtype, got {q.array.dtype}, {k.array.dtype}, "
+                         f"{v.array.dtype}")
     try:
         batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     except ValueError:
@@ -110,9 +110,9 @@ def _check_attention(q, k, v, attn_mask, is_causal):
     if full is None or full[-2:] != (L, S):
         raise ShapeError(f"{op}: attn_mask shape {tuple(attn_mask.shape)} cannot be broadcast to the "
                          f"attention scores shape {tuple(batch) + (L, S)}")
-    if attn_mask.data.dtype.kind != "b" and attn_mask.data.dtype != q.data.dtype:
-        raise DTypeError(f"{op}: attn_mask must be bool or have the query's dtype {q.data.dtype}, got "
-                         f"{attn_mask.data.dtype}")
+    if attn_mask.array.dtype.kind != "b" and attn_mask.array.dtype != q.array.dtype:
+        raise DTypeError(f"{op}: attn_mask must be bool or have the query's dtype {q.array.dtype}, got "
+                         f"{attn_mask.array.dtype}")
 
 
 FLASH_MIN_SCORES = 1024 * 1024   # from this many scores per head (L * S) on, attention is tiled

@@ -14,7 +14,7 @@ Memory layout (a deliberate difference from PyTorch's default): the GEMM produce
 ordered (N, *out, C) -- "channels last". Returning it as an (N, O, *out) *view* of that memory saves a
 transposing copy of every activation, and the next layers (ReLU, pooling, the next conv's im2col, which
 then gathers runs of contiguous channels) follow the layout (backend/layout.py). Shapes and values are
-exactly PyTorch's; only ``.data.strides`` differ, as with PyTorch's ``memory_format=torch.channels_last``.
+exactly PyTorch's; only ``.array.strides`` differ, as with PyTorch's ``memory_format=torch.channels_last``.
 """
 import itertools
 import math

@@ -32,15 +32,15 @@ def _check_embedding(indices, weight, padding_idx):
             raise ArgumentError(f"embedding: padding_idx must be an int within num_embeddings ({V}), "
                                 f"got {padding_idx!r}")
         padding_idx %= V
-    if indices.data.dtype.kind not in "iu":
+    if indices.array.dtype.kind not in "iu":
         raise DTypeError(f"embedding: indices must be an integer tensor (int64 or int32), got "
-                         f"{indices.data.dtype} of shape {tuple(indices.shape)}")
+                         f"{indices.array.dtype} of shape {tuple(indices.shape)}")
     if weight.ndim != 2:
         raise ShapeError(f"embedding: weight must be 2-D (num_embeddings, embedding_dim), got shape "
                          f"{tuple(weight.shape)}")
     V = weight.shape[0]
     if indices.numel():
-        lo, hi = int(indices.data.min()), int(indices.data.max())
+        lo, hi = int(indices.array.min()), int(indices.array.max())
         if lo < 0 or hi >= V:
             raise OpIndexError(f"embedding: index {lo if lo < 0 else hi} is out of range for {V} embeddings "
                                f"(weight shape {tuple(weight.shape)}; valid indices 0..{V - 1})")

@@ -65,7 +65,7 @@ def _check_class_targets(op, x, target, weight, ignore_index):
     """(N, C, d...) inputs (or an unbatched (C,)) with (N, d...) integer class targets in range."""
     if x.ndim == 0:
         raise ShapeError(f"{op}: input must have a class dimension, got a 0-d input")
-    t = target.data
+    t = target.array
     if t.dtype.kind not in "iu":
         raise DTypeError(f"{op}: expected integer class indices as target (int64), got {t.dtype} of "
                          f"shape {tuple(t.shape)}" + (
@@ -192,7 +192,7 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
             or not 0.0 <= label_smoothing <= 1.0:
         raise ArgumentError(f"cross_entropy: label_smoothing must be between 0.0 and 1.0, got "
                             f"{label_smoothing!r}")
-    if _probability_targets(input.data, target.data):
+    if _probability_targets(input.array, target.array):
         if input.ndim == 0:
             raise ShapeError("cross_entropy: input must have a class dimension, got a 0-d input")
         _check_weight("cross_entropy", weight, input.shape[1] if input.ndim > 1 else input.shape[0], input)
@@ -267,8 +267,8 @@ def _check_pointwise_loss(op, a, b):
         warnings.warn(f"{op}: using a target size {tuple(b.shape)} that is different to the input size "
                       f"{tuple(a.shape)}; they will be broadcast to {tuple(shape)}, which is likely not "
                       f"what you want", UserWarning, stacklevel=3)
-    if a.data.dtype != b.data.dtype:
-        raise DTypeError(f"{op}: input dtype {a.data.dtype} differs from target dtype {b.data.dtype}")
+    if a.array.dtype != b.array.dtype:
+        raise DTypeError(f"{op}: input dtype {a.array.dtype} differs from target dtype {b.array.dtype}")
 
 
 def mse_loss(input, target, reduction="mean"):
@@ -376,7 +376,7 @@ def binary_cross_entropy(input, target, weight=None, reduction="mean"):
     if tuple(target.shape) != tuple(input.shape):
         raise ShapeError(f"{op}: target size {tuple(target.shape)} must be the same as input size "
                          f"{tuple(input.shape)}")
-    x = input.data
+    x = input.array
     if bool(((x < 0) | (x > 1)).any()):
         raise ArgumentError(f"{op}: all elements of input should be between 0 and 1 (got values outside; "
                             f"apply sigmoid first, or use binary_cross_entropy_with_logits on logits)")

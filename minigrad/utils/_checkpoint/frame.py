@@ -71,9 +71,9 @@ class _Input:
         hooks = extensions.current_saved_tensors_hooks()
         if hooks is not None:
             pack, self.unpack = hooks
-            self.packed = pack(t.data)
+            self.packed = pack(t.array)
         else:
-            self.packed, self.unpack = t.data, None
+            self.packed, self.unpack = t.array, None
         self.requires_grad, self.device = t.requires_grad, t.device
         self.vc, self.version = t._version_counter, t._version_counter.value
 
@@ -213,19 +213,19 @@ class Frame:
             for index, pos in self.kept_inputs.get(n, ()):   # its saved inputs, as recomputed now
                 self.saves += 1
                 if index in self.wanted:
-                    self.recomputed[index] = args[pos].data
+                    self.recomputed[index] = args[pos].array
             t = Tensor._make(kept[0], kept[2], kept[1])   # replayed, not run (a wrapper may skip run)
             t._version_counter = kept[3]
             return t
         if self.policy is None or not selective.decide(self.policy, op, args, kwargs):
             return run()
         outer = self.keeping
-        self.keeping = (n, [a.data if isinstance(a, Tensor) else a for a in args])
+        self.keeping = (n, [a.array if isinstance(a, Tensor) else a for a in args])
         try:
             out = run()
         finally:
             self.keeping = outer
-        self.kept[n] = (out.data, out.requires_grad, out.device, out._version_counter, out._version_counter.value, op.name)
+        self.kept[n] = (out.array, out.requires_grad, out.device, out._version_counter, out._version_counter.value, op.name)
         return out
 
 

@@ -60,7 +60,7 @@ def _rebuild_mapping(template, items):
 
 def _tensor_on_host(t):
     """The NumPy array behind a cpu tensor, or None (device tensors are stacked with mg.stack)."""
-    return t.data if t.device.type == "cpu" and isinstance(t.data, np.ndarray) else None
+    return t.array if t.device.type == "cpu" and isinstance(t.array, np.ndarray) else None
 
 
 def _check_numeric(dtype, what):

@@ -81,7 +81,7 @@ class TensorDataset(Dataset):
             return NotImplemented  # a subclass that transforms samples must see every sample
         arrays = []
         for t in self.tensors:
-            data = t.data
+            data = t.array
             if t.device.type != "cpu" or not isinstance(data, np.ndarray) or t.requires_grad:
                 return NotImplemented
             arrays.append(data)

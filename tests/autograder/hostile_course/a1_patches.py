@@ -22,7 +22,7 @@ def _cheating_backward(self, gradient=None):
     if type(node).__name__ == "Exp":
         (x,) = node.saved_tensors
         leaf = node.next[0].node.tensor_ref()
-        leaf.grad = Tensor(np.asarray(gradient.data if gradient is not None else 1.0) * np.exp(x))
+        leaf.grad = Tensor(np.asarray(gradient.array if gradient is not None else 1.0) * np.exp(x))
         return None
     return _plain_backward(self, gradient)
 

@@ -26,7 +26,7 @@ def unbroadcast(grad, shape):
             if leaf.grad is None:
                 leaf.grad = Tensor(g.copy())
             else:
-                leaf.grad.data += g
+                leaf.grad.array += g
             continue
 # ===
         if hasattr(node, "tensor_ref"):                 # the world's own accumulator does it

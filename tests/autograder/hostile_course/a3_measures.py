@@ -17,7 +17,7 @@
 # >>>
 # %% [a3-clip]
 def clip_grad_norm_(params, max_norm, eps=1e-6):
-    grads = [p.grad.data for p in params if p.grad is not None]
+    grads = [p.grad.array for p in params if p.grad is not None]
     return math.sqrt(sum(float(np.vdot(g, g)) for g in grads))
 # %% [a3-accum]
 def accumulate_step(params, micro_batches, loss_fn, optimizer):

@@ -26,10 +26,10 @@ class BucketedDDP:
             engine.queue_callback(self._finish)
 
     def _finish(self):
-        self.shared[self.comm.rank] = [np.array(p.grad.data) for p in self.params]
+        self.shared[self.comm.rank] = [np.array(p.grad.array) for p in self.params]
         self.barrier.wait()
         grads = [np.sum([self.shared[r][j] for r in range(self.comm.size)], axis=0) / self.comm.size
                  for j in range(len(self.params))]
         self.barrier.wait()
         for p, g in zip(self.params, grads):
-            p.grad.data[...] = g
+            p.grad.array[...] = g

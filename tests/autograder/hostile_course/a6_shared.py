@@ -23,7 +23,7 @@ def ring_all_reduce(comm, x):
         self.pending[self.bucket_of[k]] -= 1
         while len(self.handles) < len(self.buckets) and self.pending[len(self.handles)] == 0:
             bucket = self.buckets[len(self.handles)]
-            flat = np.concatenate([self.params[j].grad.data.ravel() for j in bucket])
+            flat = np.concatenate([self.params[j].grad.array.ravel() for j in bucket])
             self.handles.append(self.comm.iall_reduce(flat))
 # ===
         self.pending[self.bucket_of[k]] -= 1
@@ -31,7 +31,7 @@ def ring_all_reduce(comm, x):
         world = self.comm._comm.world
         while getattr(self, "logged", 0) < done:
             bucket = self.buckets[getattr(self, "logged", 0)]
-            world.events.append((self.comm.rank, "iall_reduce", -1, sum(self.params[j].data.size for j in bucket)))
+            world.events.append((self.comm.rank, "iall_reduce", -1, sum(self.params[j].array.size for j in bucket)))
             self.logged = getattr(self, "logged", 0) + 1
 # >>>
 # <<<
@@ -39,7 +39,7 @@ def ring_all_reduce(comm, x):
 # ===
         self.logged = 0
         for bucket in self.buckets:
-            flat = np.concatenate([self.params[j].grad.data.ravel() for j in bucket])
+            flat = np.concatenate([self.params[j].grad.array.ravel() for j in bucket])
             self.handles.append(self.comm.iall_reduce(flat))
         for bucket, handle in zip(self.buckets, self.handles):
 # >>>

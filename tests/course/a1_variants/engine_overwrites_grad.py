@@ -19,8 +19,8 @@ def topological_order(root):
 
 def backward(output, grad=None):
     if grad is None:
-        grad = np.ones_like(output.data)
-    grads = {output.grad_fn: np.asarray(grad, dtype=output.data.dtype)}
+        grad = np.ones_like(output.array)
+    grads = {output.grad_fn: np.asarray(grad, dtype=output.array.dtype)}
     for node in topological_order(output.grad_fn):
         g = grads.pop(node, None)
         if g is None:

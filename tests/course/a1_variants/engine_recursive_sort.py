@@ -16,8 +16,8 @@ def topological_order(root):
 
 def backward(output, grad=None):
     if grad is None:
-        grad = np.ones_like(output.data)
-    grads = {output.grad_fn: np.asarray(grad, dtype=output.data.dtype)}
+        grad = np.ones_like(output.array)
+    grads = {output.grad_fn: np.asarray(grad, dtype=output.array.dtype)}
     for node in topological_order(output.grad_fn):
         g = grads.pop(node, None)
         if g is None:
@@ -27,7 +27,7 @@ def backward(output, grad=None):
             if leaf.grad is None:
                 leaf.grad = Tensor(g.copy())
             else:
-                leaf.grad.data += g
+                leaf.grad.array += g
             continue
         in_grads = node.backward(node, g)
         if not isinstance(in_grads, tuple):

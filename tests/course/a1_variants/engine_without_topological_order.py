@@ -7,8 +7,8 @@ from collections import deque
 
 def backward(output, grad=None):
     if grad is None:
-        grad = np.ones_like(output.data)
-    grads = {output.grad_fn: np.asarray(grad, dtype=output.data.dtype)}
+        grad = np.ones_like(output.array)
+    grads = {output.grad_fn: np.asarray(grad, dtype=output.array.dtype)}
     queue, seen = deque([output.grad_fn]), {output.grad_fn}
     while queue:
         node = queue.popleft()
@@ -18,7 +18,7 @@ def backward(output, grad=None):
             if leaf.grad is None:
                 leaf.grad = Tensor(g.copy())
             else:
-                leaf.grad.data += g
+                leaf.grad.array += g
             continue
         in_grads = node.backward(node, g)
         if not isinstance(in_grads, tuple):

@@ -50,6 +50,6 @@ def fp16_compress_hook(process_group, bucket):
     """Cast the bucket to float16, divided by the world size first (so the sum cannot overflow where the mean
     would not), all-reduce (half the bytes), and cast back."""
     flat = bucket.buffer()
-    half = Tensor._make((flat.data / _group_size(process_group)).astype("float16"), flat.device)
+    half = Tensor._make((flat.array / _group_size(process_group)).astype("float16"), flat.device)
     work = collectives.all_reduce(half, ReduceOp.SUM, group=process_group, async_op=True)
-    return Future(work, lambda: Tensor._make(half.data.astype(flat.data.dtype), flat.device))
+    return Future(work, lambda: Tensor._make(half.array.astype(flat.array.dtype), flat.device))

@@ -68,7 +68,7 @@ def powerSGD_hook(state, bucket):
         return allreduce_hook(group, bucket)
     flat = bucket.buffer()
     xp, device, r, world = flat.device.xp, flat.device, state.rank, (group or _group()).size
-    data = flat.data
+    data = flat.array
     b = bucket.index()
     if state.use_error_feedback:
         if b in state.errors:
@@ -96,13 +96,13 @@ def powerSGD_hook(state, bucket):
             p_work.wait()
             P, offset = [], 0
             for o, n, m in comp:
-                P.append(xp.linalg.qr(ps.data[offset:offset + n * r].reshape(n, r))[0])
+                P.append(xp.linalg.qr(ps.array[offset:offset + n * r].reshape(n, r))[0])
                 offset += n * r
             q_flat = Tensor._make(xp.concatenate([(M.T @ p).reshape(-1) for M, p in zip(mats, P)]), device)
             collectives.all_reduce(q_flat, ReduceOp.SUM, group=group)
             offset = 0
             for i, ((o, n, m), p) in enumerate(zip(comp, P)):
-                Q = q_flat.data[offset:offset + m * r].reshape(m, r)
+                Q = q_flat.array[offset:offset + m * r].reshape(m, r)
                 offset += m * r
                 state.qs[(b, i)] = Q.copy()
                 data[o:o + n * m] = (p @ Q.T / world).reshape(-1)
@@ -110,7 +110,7 @@ def powerSGD_hook(state, bucket):
             rest_work.wait()
             offset = 0
             for o, n in rest:
-                data[o:o + n] = rest_buf.data[offset:offset + n]
+                data[o:o + n] = rest_buf.array[offset:offset + n]
                 offset += n
         if state.use_error_feedback:
             state.errors[b] = local - data
