@@ -165,7 +165,7 @@ def cross_entropy(weights, x, y):
 
 
 def _weights(model):
-    return [np.array(t.data, dtype=np.float32, copy=True) for t in model.parameters()]
+    return [np.array(t.array, dtype=np.float32, copy=True) for t in model.parameters()]
 
 
 _REFERENCE = {}                    # (seed, epochs, batch, lr) -> (reference run's loss, untrained model's)
@@ -213,7 +213,7 @@ class GradientRecorder:
             p.grad = None
 
     def step(self):
-        self.steps.append([np.zeros(p.shape) if p.grad is None else np.array(p.grad.data, dtype=np.float64)
+        self.steps.append([np.zeros(p.shape) if p.grad is None else np.array(p.grad.array, dtype=np.float64)
                            for p in self.params])
 
 
@@ -263,7 +263,7 @@ def _full_batch_grads(case):
     model = build_model(case.params["seed"]).to(mg.float64)
     with one_blas_thread():
         F.cross_entropy(model(mg.tensor(case["x"].astype(np.float64))), mg.tensor(case["y"])).backward()
-    return [np.array(p.grad.data) for p in model.parameters()], model
+    return [np.array(p.grad.array) for p in model.parameters()], model
 
 
 def verdict_step(case, obs, ctx):
