@@ -18,10 +18,12 @@ random for part 2 (the spec is public: a fixed seed would let a notebook train a
 weights in train()), handed to the student's code as read-only arrays; the validation split stays in the
 parent, which runs the reference for that seed itself. A notebook that recognises the public digits in its
 data and undoes the permutation is beyond what is checked: the leaderboard flags runs faster than the plain
-loop for the instructor to read. Forbidden: minigrad.budget (the planner and TrainStep are what the capstone asks students to
-do themselves), minigrad.examples (eight_gb trains under a budget by itself), memory the meter does not
-see (mmap, np.memmap) and work in other processes or threads. autograder/leaderboard.py re-runs the top
-entries of a class in fresh children and ranks them by CPU seconds the kernel counted (LEADERBOARD below).
+loop for the instructor to read.
+
+Forbidden: minigrad.budget (its planner and TrainStep do what the capstone asks students to do), minigrad.
+examples (eight_gb trains under a budget by itself), memory the meter does not see (mmap, np.memmap) and work
+in other processes or threads. autograder/leaderboard.py re-runs the top entries of a class in fresh children
+and ranks them by the CPU seconds the kernel counted (LEADERBOARD below).
 """
 import contextlib
 import gc
@@ -443,8 +445,8 @@ ASSIGNMENT = Assignment(
     memory_mb=2048,
     requirements=["scikit-learn"],
     summary="micro-batch gradients vs the full batch's in float64, a step's peak (the grader's meter); the trained "
-            "weights' validation loss, computed by the grader on held-out digits (pixels and labels permuted by a "
-            "seed), within 15 % + 0.05 of the reference run; the whole run's peak, model included, under the "
+            "weights' validation loss, computed by the grader on held-out digits (split, pixels and labels permuted by a "
+            "seed drawn per grading), within 15 % + 0.05 of the reference run; the whole run's peak, model included, under the "
             "budget; CPU time vs the plain loop timed before student code; a leaderboard re-run by the grader",
     forbidden=["minigrad.budget", "minigrad.examples", "torch", "mmap", "*.memmap", "subprocess", "multiprocessing",
                "concurrent", "threading", "_thread", "*.fork"],
