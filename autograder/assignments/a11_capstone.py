@@ -444,10 +444,11 @@ ASSIGNMENT = Assignment(
     timeout=60,
     memory_mb=2048,
     requirements=["scikit-learn"],
-    summary="micro-batch gradients vs the full batch's in float64, a step's peak (the grader's meter); the trained "
-            "weights' validation loss, computed by the grader on held-out digits (split, pixels and labels permuted by a "
-            "seed drawn per grading), within 15 % + 0.05 of the reference run; the whole run's peak, model included, under the "
-            "budget; CPU time vs the plain loop timed before student code; a leaderboard re-run by the grader",
+    summary="micro-batch gradients vs the full batch's in float64, a step's peak (the grader's meter); the "
+            "trained weights' validation loss, computed by the grader on held-out digits (split, pixels and labels "
+            "permuted by a seed drawn per grading), within 15 % + 0.05 of the reference run; the whole run's peak, "
+            "model included, under the budget; CPU time vs the plain loop timed before student code; a leaderboard "
+            "re-run by the grader",
     forbidden=["minigrad.budget", "minigrad.examples", "torch", "mmap", "*.memmap", "subprocess", "multiprocessing",
                "concurrent", "threading", "_thread", "*.fork"],
     parts=[

@@ -92,7 +92,8 @@ def test_each_grading_draws_its_own_data_seed_and_judges_with_it(a11):
 def test_self_check_in_process_passes_on_the_solution(capsys):
     from autograder import check
     ns = {"__name__": "a11_solution"}
-    exec("import numpy as np\nimport minigrad as mg\nfrom minigrad import nn\nfrom minigrad.nn import functional as F\n", ns)
+    exec("import numpy as np\nimport minigrad as mg\nfrom minigrad import nn\n"
+         "from minigrad.nn import functional as F\n", ns)
     for gid, src in solution_cells(SOLUTION).items():
         exec(compile(src, f"<{gid}>", "exec"), ns)
     for part, points in {"part1": 20, "part2": 80}.items():
