@@ -1,7 +1,7 @@
 """The course's hostile corpus (hostile_course/): graded in one batch with every reference solution beside it,
 each hostile submission scores 0 for what it cheats on and keeps everything else, the references keep 100 %
-(hidden cases included), and the batch finishes with a row for everyone. Each assignment a1-a7 has a cheat
-for each of the four causes of issue 22 (the files' headers say which part exercises which cause)."""
+(hidden cases included), and the batch finishes with a row for everyone. Each assignment (a1-a7, a11) has a
+cheat for each of the four causes of issue 22 (the files' headers say which part exercises which cause)."""
 import json
 import os
 import re
