@@ -163,7 +163,7 @@ def test_a_class_gets_its_grades_and_a_leaderboard_the_grader_reran(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     p = subprocess.run([sys.executable, "-m", "autograder", "grade", str(folder), "-a", "a11", "-j", "2",
                         "--csv", str(tmp_path / "grades.csv"), "--json", str(tmp_path / "results.json"),
-                        "--leaderboard-repeats", "2"], capture_output=True, text=True, timeout=900, env=env,
+                        "--leaderboard-repeats", "1"], capture_output=True, text=True, timeout=900, env=env,
                        cwd=tmp_path)
     assert p.returncode == 0, p.stderr[-3000:]
     data = json.loads((tmp_path / "results.json").read_text())
@@ -177,7 +177,7 @@ def test_a_class_gets_its_grades_and_a_leaderboard_the_grader_reran(tmp_path):
             assert row["score"] == row["max_score"] == 100, row
     board = data["leaderboard"]
     assert [e["submission"] for e in board] == ["reference", "slower"], board     # the budget's best is fastest
-    assert [e["rank"] for e in board] == [1, 2] and all(e["status"] == "verified" and e["runs"] == 2 for e in board)
+    assert [e["rank"] for e in board] == [1, 2] and all(e["status"] == "verified" and e["runs"] == 1 for e in board)
     assert board[0]["verified_s"] < board[1]["verified_s"] and all(e["peak"] < e["budget"] for e in board)
     rows = list(csv.DictReader(open(tmp_path / "grades-leaderboard.csv")))
     assert [r["submission"] for r in rows] == ["reference", "slower"] and rows[0]["status"] == "verified"
