@@ -9,6 +9,7 @@ from ..autograd.function import Function
 from ..backend import dtypes
 from ..backend.device import CPU, device as _device, get_backend
 from ..tensor_base import TensorBase
+from ._rules import linear
 from .elementwise import cast, clone
 
 
@@ -31,6 +32,12 @@ class ToDevice(Function):
     @staticmethod
     def backward(ctx, grad):
         return move_array(grad, ctx.device, ctx.src)
+
+    @staticmethod
+    def vjp(ctx, grad):
+        return ToDevice.apply(grad, dst=ctx.src)
+
+    jvp = linear
 
 
 def to_device(a, dev):

@@ -70,7 +70,7 @@ STUBS = {
               "minigrad.ops.linalg.MatMul", "minigrad.ops.shape.Reshape", "minigrad.ops.shape.Transpose",
               "minigrad.ops.shape.Permute", "minigrad.ops.nn.activation.Softmax",
               "minigrad.ops.nn.activation.LogSoftmax",
-              "minigrad.ops.nn.loss"],
+              "minigrad.ops.nn.loss", "minigrad.ops.nn.pointwise_loss"],
     "part3": ["minigrad.autograd.engine", "minigrad.autograd.function.AccumulateGrad.accumulate",
               "minigrad.autograd.gradcheck"],
     "part4": ["minigrad.ops.nn.conv", "minigrad.ops.nn.pool._col2im", "minigrad.ops.nn._util.windows"],
