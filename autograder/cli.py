@@ -108,6 +108,12 @@ def _grade_batch(args, folder: Path) -> int:
         print(f"{'submission'.ljust(w)}  {'score':>11}  status")
         for r in results:
             print(f"{r.submission.ljust(w)}  {f'{r.score:g} / {r.max_score:g}':>11}  {r.status}")
+    if args.assignment:                   # a spec with a LEADERBOARD: re-run its top entries (leaderboard.py)
+        from .leaderboard import board_of, for_class, format_board
+        rows = for_class(a, results, top=args.leaderboard_top, repeats=args.leaderboard_repeats, timeout=args.timeout,
+                         csv_path=args.csv, json_path=args.json, log=lambda m: None if args.quiet else print(m))
+        if rows is not None and not args.quiet:
+            print(format_board(rows, board_of(a)))
     return 0
 
 
@@ -187,6 +193,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--artifacts", help="folder for plots (default: next to the --json/--csv report, "
                                        "else results/artifacts/)")
     g.add_argument("--details", action="store_true", help="batch: print every submission's feedback")
+    g.add_argument("--leaderboard-top", type=int, help="batch: entries of the leaderboard the grader re-runs "
+                                                       "(default: the spec's; 0: none)")
+    g.add_argument("--leaderboard-repeats", type=int, help="batch: re-runs per entry (default: the spec's)")
     g.add_argument("--quiet", "-q", action="store_true")
     g.add_argument("--name", help=argparse.SUPPRESS)           # used by batch workers
     g.add_argument("--result-file", help=argparse.SUPPRESS)    # used by batch workers

@@ -178,7 +178,7 @@ def assignment_table() -> str:
     from .spec import BUILTIN_SPEC_DIR, list_assignments
     rows = ["| id | notebook (source → student copy) | spec | graded on | points |",
             "| --- | --- | --- | --- | --- |"]
-    for name in list_assignments():
+    for name in sorted(list_assignments(), key=lambda n: int(re.match(r"a(\d+)", n).group(1))):   # a2 before a11
         spec = find_spec_file(name)
         if spec.parent != BUILTIN_SPEC_DIR:
             continue                     # only the course's own specs (not --spec-dir ones)

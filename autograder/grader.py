@@ -361,8 +361,9 @@ def grade_part(a: Assignment, part: Part, sub_cells: dict[str, str], opts: Grade
         if forbidden:              # the same words for every test of the part: the report says them once
             msg, score, passed = forbidden, 0.0, 0
         arts = [p for _, v in verdicts for p in v.artifacts]
+        metrics = {} if forbidden else {k: x for _, v in verdicts for k, x in v.metrics.items()}
         results.append(TestResult(part.id, t.name, float(t.points), round(float(score), 4), msg,
-                                  t.visibility, arts, n, passed))
+                                  t.visibility, arts, n, passed, metrics))
     if not cell_errors and not missing and not forbidden:
         _one_error_said_once(results, per_test)
     cells_unstarted = bool(cell_errors) and all(m.startswith(NOT_IMPLEMENTED) for _, m in cell_errors)

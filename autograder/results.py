@@ -25,6 +25,7 @@ class TestResult:
     artifacts: list[str] = field(default_factory=list)
     cases: int = 0
     cases_passed: int = 0
+    metrics: dict = field(default_factory=dict)   # what the verdicts measured (a11's leaderboard reads them)
 
     @property
     def key(self) -> str:

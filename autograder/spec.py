@@ -43,6 +43,7 @@ class Verdict:
     message: str = ""
     artifacts: list[str] = field(default_factory=list)   # files (plots) written next to the report
     reject: bool = False      # the observations show the grader's world was tampered with: the part scores 0
+    metrics: dict = field(default_factory=dict)   # numbers the grader measured (a leaderboard's), kept in results
 
     @staticmethod
     def ok(message: str = "") -> "Verdict":
@@ -60,12 +61,12 @@ class Verdict:
 
     def __and__(self, other: "Verdict") -> "Verdict":
         """The first failure wins; artifacts of both are kept."""
-        arts = self.artifacts + other.artifacts
+        arts, metrics = self.artifacts + other.artifacts, {**self.metrics, **other.metrics}
         if not self.passed:
-            return Verdict(False, self.message, arts, self.reject)
+            return Verdict(False, self.message, arts, self.reject, metrics)
         if not other.passed:
-            return Verdict(False, other.message, arts, other.reject)
-        return Verdict(True, "; ".join(m for m in (self.message, other.message) if m), arts)
+            return Verdict(False, other.message, arts, other.reject, metrics)
+        return Verdict(True, "; ".join(m for m in (self.message, other.message) if m), arts, False, metrics)
 
 
 @dataclass

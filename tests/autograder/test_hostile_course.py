@@ -1,6 +1,6 @@
 """The course's hostile corpus (hostile_course/): graded in one batch with every reference solution beside it,
 each hostile submission scores 0 for what it cheats on and keeps everything else, the references keep 100 %
-(hidden cases included), and the batch finishes with a row for everyone. Each assignment (a1-a10) has a cheat
+(hidden cases included), and the batch finishes with a row for everyone. Each assignment (a1-a11) has a cheat
 for each of the four causes of issue 22 (the files' headers say which part exercises which cause)."""
 import json
 import os
@@ -91,6 +91,11 @@ EXPECT = {
                      "part3/outputs equal running alone": r"credited only to a scheduler that batches",
                      "part3/the step log replays the policy": r"was first in line and fits .* but was not admitted",
                      "part3/throughput": r"your scheduler took \d+ steps for these requests"},
+    "a11_routes": {"part1": STUB.format(r"minigrad\.budget\.step\.TrainStep\.__init__"),
+                   "part2": r"cannot set WRITEABLE flag to True"},
+    "a11_measures": {"part1/gradients equal the full batch's": r"the gradient of parameter 0 at optimizer\.step\(\)",
+                     "part1/the peak of a step": r"credited only to a step whose gradients are right",
+                     "part2": r"tracemalloc\.reset_peak\(\): the grader measures memory"},
 }
 #: the assignments graded here: every one with a reference solution (a1-a7, a9, ...)
 GRADED = sorted({p.stem.split("_")[0] for p in (ROOT / "solutions").glob("a*.ipynb")})
