@@ -97,7 +97,7 @@ EXPECT = {
                      "part1/the peak of a step": r"credited only to a step whose gradients are right",
                      "part2": r"tracemalloc\.reset_peak\(\): the grader measures memory"},
 }
-#: the assignments graded here: every one with a reference solution (a1-a7, a9, ...)
+#: the assignments graded here: every one with a reference solution (a1-a11)
 GRADED = sorted({p.stem.split("_")[0] for p in (ROOT / "solutions").glob("a*.ipynb")})
 
 
