@@ -13,6 +13,7 @@ from .backend.dtypes import (DType, bool_ as bool, double, float, float16, float
                              int8, int16, int32, int64, long, uint8)
 from .errors import OutOfMemoryError
 from .tensor import Tensor, tensor
+from .tensor_base import Size
 from . import autograd, cuda
 from . import memory  # noqa: E402  (a feature layer: the core never imports it)
 from .autograd import (enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled, no_grad,

@@ -8,7 +8,7 @@ gradient arrives). Copies go through the host, so any two backends can exchange 
 from ..autograd.function import Function
 from ..backend import dtypes
 from ..backend.device import CPU, device as _device, get_backend
-from ..tensor_base import TensorBase
+from ..tensor_base import TensorBase, tensor
 from .elementwise import cast, clone
 
 
@@ -102,3 +102,27 @@ class TransferMethods:
 
     def type_as(self, other):
         return self.to(other.dtype)
+
+    # --- new tensors with this one's dtype and device (``w.new_zeros(n, h)``), unless told otherwise ------
+    def new_empty(self, *size, dtype=None, device=None, requires_grad=False):
+        return self._new("empty", size, dtype, device, requires_grad)
+
+    def new_zeros(self, *size, dtype=None, device=None, requires_grad=False):
+        return self._new("zeros", size, dtype, device, requires_grad)
+
+    def new_ones(self, *size, dtype=None, device=None, requires_grad=False):
+        return self._new("ones", size, dtype, device, requires_grad)
+
+    def new_full(self, size, fill_value, dtype=None, device=None, requires_grad=False):
+        from .. import creation
+        return creation.full(size, fill_value, dtype=dtype or self.dtype, device=device or self.device,
+                             requires_grad=requires_grad)
+
+    def new_tensor(self, data, dtype=None, device=None, requires_grad=False):
+        """A copy of ``data`` with this tensor's dtype and device (PyTorch's rule: not ``data``'s dtype)."""
+        return tensor(data, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad)
+
+    def _new(self, factory, size, dtype, device, requires_grad):
+        from .. import creation  # creation.py imports tensor.py, which imports this module: import on use
+        return getattr(creation, factory)(*size, dtype=dtype or self.dtype, device=device or self.device,
+                                          requires_grad=requires_grad)
