@@ -133,7 +133,7 @@ class TensorBase:
         return self.array.itemsize
 
     def is_floating_point(self):
-        return self.array.dtype.kind == "f"
+        return self.array.dtype.kind in dtypes.FLOAT_KINDS
 
     def __len__(self):
         if self.array.ndim == 0:
@@ -253,7 +253,7 @@ class TensorBase:
             return acc
 
     def requires_grad_(self, requires_grad=True):
-        if requires_grad and self.array.dtype.kind not in "fc":
+        if requires_grad and self.array.dtype.kind not in "fcV":   # V: bfloat16
             raise DTypeError(f"requires_grad_: only floating point tensors can require gradients "
                              f"(got {self.dtype})")
         if not requires_grad and self.grad_fn is not None:

@@ -21,9 +21,28 @@ float16 and only the inputs are converted.
 """
 import numpy as np
 
+from ..backend.dtypes import FLOAT_KINDS
 from ..backend.layout import empty_in_order, memory_order
 
 Tensor = None  # set by function.bind_tensor_class
+
+
+_BF16_F32 = None
+
+
+def bfloat16_casts(raw):
+    """The ``Casts`` of an op with a bfloat16 input and no autocast: when its floating inputs promote to
+    bfloat16, it computes in float32 and rounds its output to bfloat16 (NumPy has no bfloat16 arithmetic;
+    ``ml_dtypes``' loops would also sum in bfloat16: 256 + 1 == 256). Mixed with wider floats, the op
+    runs as NumPy promotes (float32 or float64)."""
+    global _BF16_F32
+    floats = [a.dtype for a in raw if getattr(a, "dtype", None) is not None and a.dtype.kind in FLOAT_KINDS]
+    if np.result_type(*floats).kind != "V":
+        return None
+    if _BF16_F32 is None:
+        from .extensions import Casts   # extensions.py imports this module
+        _BF16_F32 = Casts(floats[0], np.float32)
+    return _BF16_F32
 
 
 def convert(be, array, dtype):
@@ -45,7 +64,7 @@ def convert_inputs(casts, args, raw, be):
     dtype, compute, cast = casts.dtype, casts.compute, casts.cast
     kept = []
     for i, a in enumerate(args):
-        if not isinstance(a, Tensor) or raw[i].dtype.kind != "f":
+        if not isinstance(a, Tensor) or raw[i].dtype.kind not in FLOAT_KINDS:
             continue
         if cast is not None:
             stored, computed = cast(a)

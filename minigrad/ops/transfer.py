@@ -91,6 +91,9 @@ class TransferMethods:
     def half(self):
         return self.to(dtypes.float16)
 
+    def bfloat16(self):
+        return self.to(dtypes.bfloat16)
+
     def long(self):
         return self.to(dtypes.int64)
 
