@@ -42,7 +42,7 @@ def test_arithmetic_computes_in_float32_and_rounds_once():
 def test_gradients_reach_bfloat16_leaves_in_bfloat16():
     rng = np.random.default_rng(0)
     x = mg.tensor(rng.standard_normal((4, 3)), dtype=mg.bfloat16, requires_grad=True)
-    lin = nn.Linear(3, 5).to(mg.bfloat16)
+    lin = nn.Linear(3, 5).bfloat16()
     loss = nn.functional.cross_entropy(lin(x), mg.tensor([0, 1, 2, 3]))
     loss.backward()
     assert loss.dtype == mg.bfloat16 and x.grad.dtype == mg.bfloat16 and lin.weight.grad.dtype == mg.bfloat16
