@@ -96,3 +96,10 @@ def test_repr_extras_dtype_grad_and_summarised_large_tensors():
     assert repr(mg.zeros(0, 3)) == "tensor([], size=(0, 3))"
     assert repr(mg.arange(1000.0, 3000.0)) == "tensor([1000., 1001., 1002.,  ..., 2997., 2998., 2999.])"
     assert repr(mg.arange(2000.0)).startswith("tensor([0.0000e+00, 1.0000e+00, 2.0000e+00,  ..., 1.9970e+03")
+
+
+def test_sort_argsort_topk_roll_as_methods():
+    x = mg.tensor([3.0, 1.0, 2.0])
+    assert x.topk(2).values.tolist() == [3.0, 2.0] and x.topk(1, largest=False).indices.tolist() == [1]
+    assert x.sort().values.tolist() == [1.0, 2.0, 3.0] and x.argsort(descending=True).tolist() == [0, 2, 1]
+    assert x.roll(1).tolist() == [2.0, 3.0, 1.0]
