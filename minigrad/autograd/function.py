@@ -198,7 +198,7 @@ class Function:
         raw = []            # arguments with tensors unwrapped to their arrays
         needs = []          # needs_input_grad
         edges = []          # per argument: (the input's node, its shape, its dtype), or None
-        low = False         # a bfloat16 input? (the op then computes in float32: opmath.bfloat16_casts)
+        low = False         # a bfloat16 input? (the op then computes in float32: extensions.bfloat16_casts)
         for a in args:
             if isinstance(a, Tensor):
                 d = a.device
@@ -228,7 +228,7 @@ class Function:
         ctx.device = device
         ctx.needs_input_grad = tuple(needs)
         if low and casts is None and not cls.exact_dtype:
-            casts = opmath.bfloat16_casts(raw)
+            casts = extensions.bfloat16_casts(raw)
         if casts is not None:   # the op runs at another precision: inputs converted here (no Cast op)
             kept = opmath.convert_inputs(casts, args, raw, be)
         elif hooks is not None and track:   # saves of an op that is not recorded are never read: not packed

@@ -27,24 +27,6 @@ from ..backend.layout import empty_in_order, memory_order
 Tensor = None  # set by function.bind_tensor_class
 
 
-_BF16_F32 = None
-
-
-def bfloat16_casts(raw):
-    """The ``Casts`` of an op with a bfloat16 input and no autocast: when its floating inputs promote to
-    bfloat16, it computes in float32 and rounds its output to bfloat16 (NumPy has no bfloat16 arithmetic;
-    ``ml_dtypes``' loops would also sum in bfloat16: 256 + 1 == 256). Mixed with wider floats, the op
-    runs as NumPy promotes (float32 or float64)."""
-    global _BF16_F32
-    floats = [a.dtype for a in raw if getattr(a, "dtype", None) is not None and a.dtype.kind in FLOAT_KINDS]
-    if np.result_type(*floats).kind != "V":
-        return None
-    if _BF16_F32 is None:
-        from .extensions import Casts   # extensions.py imports this module
-        _BF16_F32 = Casts(floats[0], np.float32)
-    return _BF16_F32
-
-
 def convert(be, array, dtype):
     """``array`` converted to ``dtype``, in storage from the device's backend (the memory pool when on),
     with the same memory layout. Values beyond float16's range become inf, as on a GPU (GradScaler's
