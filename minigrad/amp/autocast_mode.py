@@ -157,7 +157,8 @@ def casts_for(op, args, kwargs):
 def _opmath(device, target, op):
     """Does ``op`` compute in float32 on ``target`` storage here? On NumPy devices, float16 and bfloat16
     ops do."""
-    return (target == _F16 or target == _BF16) and op.name not in MOVEMENT and (device.backend or get_backend(device)).xp is np
+    return (target == _F16 or target == _BF16) and op.name not in MOVEMENT and \
+        (device.backend or get_backend(device)).xp is np
 
 
 def _cast(region, target, compute, t):

@@ -3,7 +3,8 @@
 ``bfloat16`` is the ``ml_dtypes`` package's NumPy dtype (8 exponent bits, as float32, and 8 significant
 bits). NumPy files it under kind ``"V"`` (a user-defined dtype), not ``"f"``: minigrad asks
 ``dtype.kind in FLOAT_KINDS`` where it means "floating point" of an array. Ops on bfloat16 compute in
-float32 and round their results to bfloat16 (``autograd/extensions.py: bfloat16_casts``), as PyTorch's CPU kernels do.
+float32 and round their results to bfloat16 (``autograd/extensions.py: bfloat16_casts``), as PyTorch's
+CPU kernels do.
 """
 import ml_dtypes
 import numpy as np
