@@ -122,7 +122,7 @@ def test_each_bundle_pins_what_its_assignment_needs(tmp_path):
         reqs = zf.read("requirements.txt").decode().split()
         setup = zf.read("setup.sh").decode()
     assert any(r.startswith("scikit-learn==") for r in reqs) and all("==" in r for r in reqs), reqs
-    assert "import numpy, nbformat, tqdm, sklearn" in setup
+    assert "import numpy, ml_dtypes, nbformat, tqdm, sklearn" in setup
 
 
 def test_an_undeclared_import_of_a_spec_is_found(tmp_path):
