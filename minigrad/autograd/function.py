@@ -112,9 +112,16 @@ class Function:
     _unpack = None      # how saved arrays are read back: the hooks' unpack, or widening (opmath.py)
     _compute = None     # the dtype backward computes in when it differs from the output's (opmath.py)
     _saved = ()         # what save_for_backward kept; None once backward freed it
+    _unrecorded = ()    # positions of saved values that are no input's or output's storage (_version_records)
     _next = ()          # one (node, shape, dtype) tuple or None per positional input: see ``next``
     fused = None
     exact_dtype = False  # True for ops whose output dtype is their point (Cast): never re-cast
+    # Beyond first order (autograd/higher_order.py, autograd/forward_ad.py), each op defines:
+    # ``vjp(ctx, grad) -> input grads``: backward written in Tensor ops (``grad`` and ``ctx.saved_tensors``
+    #     are Tensors of the graph), run instead of ``backward`` when ``create_graph=True``;
+    # ``jvp(primals, tangents, out, **options) -> tangent of out``: forward mode, in Tensor ops.
+    vjp = None
+    jvp = None
 
     def __init_subclass__(cls, **kw):
         super().__init_subclass__(**kw)
@@ -242,8 +249,10 @@ class Function:
         if ctx.device is not device:  # the op put its result on another device (device transfer)
             device = ctx.device
             be = get_backend(device)
-        if type(out) is not be.array_type:
-            out = be.asarray(out)
+        if type(out) is not be.array_type:   # a NumPy scalar (a 0-d result): saved as itself too
+            scalar, out = out, be.asarray(out)
+            if ctx._saved and ctx._unpack is None:
+                ctx._saved = tuple(out if s is scalar else s for s in ctx._saved)
         if LEGACY_PROMOTION and out.dtype.char == "d" and not cls.exact_dtype:
             out = _undo_legacy_promotion(out, raw)
         computed = out
@@ -305,24 +314,32 @@ def _undo_legacy_promotion(out, raw):
 
 def _version_records(ctx, args, raw, out, result):
     """For each saved array that is an argument's (or the output's) storage: (counter, version at save
-    time, argument position, -1 for the output). The engine compares versions before running backward."""
+    time, argument position, -1 for the output). The engine compares versions before running backward.
+    The positions of the other saved arrays (computed in forward) go to ``ctx._unrecorded`` (only when there
+    are some: nothing is added to the hot path): ``create_graph`` turns the recorded ones back into tensors
+    of the graph (``higher_order.saved_tensors``)."""
     saved = ctx._saved
     if ctx._unpack is not None:  # packed by saved_tensors_hooks: record the originals' versions
         saved, ctx._raw = ctx._raw, None
     records = []
+    unrecorded = None
     for s in saved:
         if s is out:
             records.append((result._version_counter, 0, -1))
             continue
         i = 0
         for r in raw:  # raw[i] is args[i] unwrapped
-            if r is s:
-                a = args[i]
-                if isinstance(a, Tensor):
-                    vc = a._version_counter
-                    records.append((vc, vc.value, i))
+            if r is s and isinstance(args[i], Tensor):
+                vc = args[i]._version_counter
+                records.append((vc, vc.value, i))
                 break
             i += 1
+        else:          # computed in forward, or a number: its position among the saved
+            if unrecorded is None:
+                unrecorded = []
+            unrecorded.append(len(records) + len(unrecorded))
+    if unrecorded:
+        ctx._unrecorded = tuple(unrecorded)
     return records
 
 

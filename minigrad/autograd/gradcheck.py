@@ -83,3 +83,38 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, seed=0, raise_exceptio
                 raise GradcheckError(msg)
             return False
     return True
+
+
+def gradgradcheck(func, inputs, grad_outputs=None, eps=1e-6, atol=1e-5, rtol=1e-3, seed=0,
+                  raise_exception=True):
+    """Check second derivatives, as PyTorch's ``gradgradcheck``: ``gradcheck`` of the function
+    ``(inputs, grad_outputs) -> autograd.grad(func(inputs), inputs, grad_outputs, create_graph=True)``.
+
+    The vector-Jacobian product is differentiated with respect to the inputs (the second derivative of
+    ``func``) and to ``grad_outputs`` (it is linear in them: the first derivative again), by backward
+    through the graph ``create_graph=True`` built and by central differences. ``grad_outputs`` default to
+    random float64 tensors (fixed ``seed``) that require grad. Inputs should be float64.
+    """
+    Tensor = function.Tensor
+    inputs = tuple(_as_tuple(inputs))
+    outs = [o for o in _as_tuple(func(*inputs)) if isinstance(o, Tensor) and o.requires_grad]
+    if grad_outputs is None:
+        rng = np.random.default_rng(seed + 1)
+        grad_outputs = tuple(Tensor._make(o.device.backend.asarray(rng.standard_normal(o.shape)), o.device,
+                                          requires_grad=True) for o in outs)
+    grad_outputs = tuple(_as_tuple(grad_outputs))
+    if len(grad_outputs) != len(outs):
+        raise GradcheckError(f"gradgradcheck: {len(grad_outputs)} grad_outputs for {len(outs)} outputs "
+                             f"that require grad")
+    n = len(inputs)
+    targets = [i for i, t in enumerate(inputs) if isinstance(t, Tensor) and t.requires_grad]
+
+    def first_derivative(*args):
+        ins, gos = args[:n], args[n:]
+        with grad_mode.enable_grad():   # gradcheck's numeric side calls this under no_grad
+            res = [o for o in _as_tuple(func(*ins)) if isinstance(o, Tensor) and o.requires_grad]
+            grads = grad(res, [ins[i] for i in targets], list(gos), create_graph=True, allow_unused=True)
+        return tuple(g for g in grads if g is not None)
+
+    return gradcheck(first_derivative, inputs + grad_outputs, eps=eps, atol=atol, rtol=rtol, seed=seed,
+                     raise_exception=raise_exception)

@@ -110,3 +110,10 @@ def quiet():
     where it is cheap next to the op's work; an ordinary ``x / 0`` still warns (an errstate costs ~1 us, as
     much as a small division)."""
     return np.errstate(divide="ignore", invalid="ignore", over="ignore")
+
+
+def shape_arg(shape):
+    """``f(2, 3)`` and ``f((2, 3))`` alike: a tuple of ints."""
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    return tuple(int(s) for s in shape)

@@ -1,4 +1,4 @@
-"""Elementwise ops: arithmetic, unary maths, clamp, maximum/minimum, where, cast and clone.
+"""Elementwise ops: arithmetic, unary maths, cast and clone (clamp, maximum/minimum and where: select.py).
 
 Inputs may broadcast; the engine sums gradients back to each input's shape. A Python number is an operand
 like a tensor (``Add.apply(t, 2.0)``): NumPy broadcasts it, and backward returns None for it. The public
@@ -7,12 +7,13 @@ PyTorch has and NumPy lacks: an int tensor with a Python float (or int / int) gi
 """
 import math
 
-from ..autograd.extensions import outside_apply
 from ..autograd.function import Function
 from ..backend import dtypes
-from ..errors import ArgumentError, DTypeError
 from ..tensor_base import TensorBase as Tensor  # every Tensor is one (tensor.py imports ops)
-from ._args import NUMBER, PY_NUMBERS, as_tensor_like, operand, quiet, wrap
+from ._args import PY_NUMBERS, operand, quiet
+from ._rules import linear_jvp, tsum
+from .select import (Clamp, Maximum, Minimum, Where, clamp, clip, maximum, minimum,  # noqa: F401  (re-exported:
+                     where)                                      # ops/__init__.py, the fusion table)
 
 
 def _default_float(out, *inputs):
@@ -45,6 +46,12 @@ class Add(Function):
     def backward(ctx, grad):
         return grad, grad
 
+    vjp = backward
+
+    @staticmethod
+    def jvp(primals, tangents, out):
+        return tsum(*tangents)
+
 
 def add(a, b, alpha=1):
     """a + alpha * b."""
@@ -64,6 +71,13 @@ class Sub(Function):
     @staticmethod
     def backward(ctx, grad):
         return grad, (-grad if ctx.needs_input_grad[1] else None)
+
+    vjp = backward
+
+    @staticmethod
+    def jvp(primals, tangents, out):
+        ta, tb = tangents
+        return tsum(ta, None if tb is None else -tb)
 
 
 def sub(a, b, alpha=1):
@@ -91,6 +105,13 @@ class Mul(Function):
         need_a, need_b = ctx.needs_input_grad
         return (grad * b if need_a else None), (grad * a if need_b else None)
 
+    vjp = backward
+
+    @staticmethod
+    def jvp(primals, tangents, out):
+        (a, b), (ta, tb) = primals, tangents
+        return tsum(None if ta is None else ta * b, None if tb is None else a * tb)
+
 
 def mul(a, b):
     if not isinstance(a, Tensor):
@@ -117,6 +138,13 @@ class Div(Function):
             gb = -grad * a / (b * b) if ctx.needs_input_grad[1] else None
         return ga, gb
 
+    vjp = backward
+
+    @staticmethod
+    def jvp(primals, tangents, out):
+        (a, b), (ta, tb) = primals, tangents
+        return tsum(None if ta is None else ta / b, None if tb is None else -tb * out / b)
+
 
 def div(a, b):
     if not isinstance(a, Tensor):
@@ -139,6 +167,9 @@ class Neg(Function):
     @staticmethod
     def backward(ctx, grad):
         return -grad
+
+    vjp = backward
+    jvp = linear_jvp(lambda t: -t)
 
 
 def neg(a):
@@ -184,6 +215,30 @@ class Pow(Function):
                 gb = xp.where(positive, grad * out * xp.log(xp.where(positive, a, 1)), 0)
         return ga, gb
 
+    @staticmethod
+    def vjp(ctx, grad):
+        a, b, out = ctx.saved_tensors
+        return _pow_partials(a, b, out, grad if ctx.needs_input_grad[0] else None,
+                             grad if ctx.needs_input_grad[1] else None)
+
+    @staticmethod
+    def jvp(primals, tangents, out):
+        return tsum(*_pow_partials(*primals, out, *tangents))
+
+
+def _pow_partials(a, b, out, da, db):
+    """d(a ** b) = b a^(b-1) da + a^b log(a) db (the log term 0 where a <= 0, as PyTorch), in Tensor ops."""
+    ga = gb = None
+    if da is not None:
+        ga = da * b * a ** (b - 1) if not (isinstance(b, (int, float)) and b == 2) else da * 2 * a
+    if db is not None:
+        if isinstance(a, (int, float)):
+            gb = db * out * (math.log(a) if a > 0 else 0.0)
+        else:
+            positive = a > 0
+            gb = where(positive, db * out * log(where(positive, a, 1.0)), 0.0)
+    return ga, gb
+
 
 def pow(a, exponent):
     if not isinstance(a, Tensor):
@@ -218,6 +273,16 @@ class Exp(Function):
         out, = ctx.saved_tensors
         return grad * out
 
+    @staticmethod
+    def vjp(ctx, grad):
+        out, = ctx.saved_tensors
+        return grad * out
+
+    @staticmethod
+    def jvp(primals, tangents, out):
+        ta, = tangents
+        return None if ta is None else ta * out
+
 
 exp = _unary(Exp)
 
@@ -235,6 +300,16 @@ class Log(Function):
         with quiet():
             return grad / a
 
+    @staticmethod
+    def vjp(ctx, grad):
+        a, = ctx.saved_tensors
+        return grad / a
+
+    @staticmethod
+    def jvp(primals, tangents, out):
+        (a,), (ta,) = primals, tangents
+        return None if ta is None else ta / a
+
 
 log = _unary(Log)
 
@@ -251,6 +326,16 @@ class Sqrt(Function):
         out, = ctx.saved_tensors
         with quiet():       # sqrt's slope at 0 is inf: silent, as in PyTorch
             return grad / (2 * out)
+
+    @staticmethod
+    def vjp(ctx, grad):
+        out, = ctx.saved_tensors
+        return grad / (2 * out)
+
+    @staticmethod
+    def jvp(primals, tangents, out):
+        ta, = tangents
+        return None if ta is None else ta / (2 * out)
 
 
 sqrt = _unary(Sqrt)
@@ -272,6 +357,16 @@ class Abs(Function):
         a, = ctx.saved_tensors
         return grad * ctx.xp.sign(a)
 
+    @staticmethod
+    def vjp(ctx, grad):
+        a, = ctx.saved_tensors
+        return grad * a.sign()
+
+    @staticmethod
+    def jvp(primals, tangents, out):
+        (a,), (ta,) = primals, tangents
+        return None if ta is None else ta * a.sign()
+
 
 abs = _unary(Abs)
 
@@ -286,6 +381,16 @@ class Sin(Function):
     def backward(ctx, grad):
         a, = ctx.saved_tensors
         return grad * ctx.xp.cos(a)
+
+    @staticmethod
+    def vjp(ctx, grad):
+        a, = ctx.saved_tensors
+        return grad * cos(a)
+
+    @staticmethod
+    def jvp(primals, tangents, out):
+        (a,), (ta,) = primals, tangents
+        return None if ta is None else ta * cos(a)
 
 
 sin = _unary(Sin)
@@ -302,110 +407,18 @@ class Cos(Function):
         a, = ctx.saved_tensors
         return -grad * ctx.xp.sin(a)
 
+    @staticmethod
+    def vjp(ctx, grad):
+        a, = ctx.saved_tensors
+        return -grad * sin(a)
+
+    @staticmethod
+    def jvp(primals, tangents, out):
+        (a,), (ta,) = primals, tangents
+        return None if ta is None else -ta * sin(a)
+
 
 cos = _unary(Cos)
-
-
-# --- clamp, maximum/minimum, where -----------------------------------------------------------------
-class Clamp(Function):
-    """Gradient flows to ``a`` where min <= a <= max (PyTorch's convention at the boundaries); tensor
-    bounds get the gradient where they were the value chosen (clamp = minimum(maximum(a, lo), hi))."""
-
-    @staticmethod
-    def forward(ctx, a, lo, hi):
-        ctx.save_for_backward(a)
-        ctx.lo, ctx.hi = lo, hi
-        return ctx.xp.clip(a, lo, hi)
-
-    @staticmethod
-    def backward(ctx, grad):
-        a, = ctx.saved_tensors
-        lo, hi = ctx.lo, ctx.hi
-        above_lo = True if lo is None else a >= lo
-        below_hi = True if hi is None else (a if lo is None else ctx.xp.maximum(a, lo)) <= hi
-        _, need_lo, need_hi = ctx.needs_input_grad
-        return (grad * (above_lo & below_hi), grad * (~above_lo & below_hi) if need_lo else None,
-                grad * ~below_hi if need_hi else None)
-
-
-def clamp(a, min=None, max=None):
-    """Bounds are numbers or tensors (differentiable); at least one must be given."""
-    if min is None and max is None:
-        raise ArgumentError("clamp: at least one of min and max must be given")
-    lo = min if min is None or isinstance(min, NUMBER) else operand(min, a)
-    hi = max if max is None or isinstance(max, NUMBER) else operand(max, a)
-    return Clamp.apply(a, lo, hi)
-
-
-clip = clamp
-
-
-def _pick_backward(ctx, grad, first_wins):
-    """Gradient of maximum/minimum: to the input that was picked; ties split it equally (as PyTorch)."""
-    a, b = ctx.saved_tensors
-    share = first_wins(a, b) + (a == b) * 0.5
-    return grad * share.astype(grad.dtype), grad * (1 - share).astype(grad.dtype)
-
-
-class Maximum(Function):
-    @staticmethod
-    def forward(ctx, a, b):
-        ctx.save_for_backward(a, b)
-        return ctx.xp.maximum(a, b)
-
-    @staticmethod
-    def backward(ctx, grad):
-        return _pick_backward(ctx, grad, lambda a, b: a > b)
-
-
-def maximum(a, b):
-    return Maximum.apply(a, operand(b, a))
-
-
-class Minimum(Function):
-    @staticmethod
-    def forward(ctx, a, b):
-        ctx.save_for_backward(a, b)
-        return ctx.xp.minimum(a, b)
-
-    @staticmethod
-    def backward(ctx, grad):
-        return _pick_backward(ctx, grad, lambda a, b: a < b)
-
-
-def minimum(a, b):
-    return Minimum.apply(a, operand(b, a))
-
-
-class Where(Function):
-    @staticmethod
-    def forward(ctx, cond, a, b):
-        ctx.save_for_backward(cond)
-        return ctx.xp.where(cond, a, b)
-
-    @staticmethod
-    def backward(ctx, grad):
-        cond, = ctx.saved_tensors
-        _, need_a, need_b = ctx.needs_input_grad
-        zero = grad.dtype.type(0)
-        return (None, ctx.xp.where(cond, grad, zero) if need_a else None,
-                ctx.xp.where(cond, zero, grad) if need_b else None)
-
-
-@outside_apply
-def where(condition, a, b):
-    """``a`` where ``condition`` (a bool tensor) holds, else ``b``; numbers broadcast."""
-    ref = next((x for x in (a, b, condition) if isinstance(x, Tensor)), None)
-    if ref is None:
-        raise ArgumentError("where: at least one argument must be a Tensor")
-    cond = condition if isinstance(condition, Tensor) else as_tensor_like(condition, ref)
-    if cond.array.dtype.kind != "b":
-        raise DTypeError(f"where: condition must be a bool tensor, got {cond.dtype}")
-    a = operand(a, ref)
-    b = operand(b, ref)
-    if not isinstance(a, Tensor) and not isinstance(b, Tensor):
-        return wrap(cond.device.xp.where(cond.array, a, b), cond.device)
-    return Where.apply(cond, a, b)
 
 
 # --- dtype and copies ------------------------------------------------------------------------------
@@ -421,6 +434,15 @@ class Cast(Function):
     @staticmethod
     def backward(ctx, grad):
         return grad.astype(ctx.in_dtype)
+
+    @staticmethod
+    def vjp(ctx, grad):
+        return cast(grad, ctx.in_dtype)
+
+    @staticmethod
+    def jvp(primals, tangents, out, dtype):
+        t, = tangents
+        return None if t is None or out.array.dtype.kind != "f" else cast(t, dtype)
 
 
 def cast(a, dtype):
@@ -439,6 +461,9 @@ class Clone(Function):
     @staticmethod
     def backward(ctx, grad):
         return grad
+
+    vjp = backward
+    jvp = linear_jvp(lambda t: t)
 
 
 def clone(a):

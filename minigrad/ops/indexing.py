@@ -12,6 +12,7 @@ from ..autograd.function import Function
 from ..errors import DeviceError, DTypeError, OpIndexError, ShapeError
 from ..tensor_base import TensorBase as Tensor  # every Tensor is one (tensor.py imports ops)
 from ._args import as_tensor_like, dim_of, share_version, wrap
+from ._rules import const, linear
 
 
 def scatter_add(xp, target, index, values):
@@ -80,6 +81,16 @@ def convert_index(index, ref):
 
 
 # --- getitem, setitem ------------------------------------------------------------------------------
+def _into_zeros(xp, shape, index, values):
+    """Zeros of ``shape`` with ``values`` added at ``index`` (repeated indices summed)."""
+    out = xp.zeros(shape, dtype=values.dtype)
+    if is_basic(index) or _is_bool_index(index):
+        out[index] = values  # no repeats possible
+    else:
+        scatter_add(xp, out, index, values)
+    return out
+
+
 class GetItem(Function):
     name = "getitem"
 
@@ -90,13 +101,34 @@ class GetItem(Function):
 
     @staticmethod
     def backward(ctx, grad):
-        index = ctx.index
-        out = ctx.xp.zeros(ctx.in_shape, dtype=grad.dtype)
-        if is_basic(index) or _is_bool_index(index):
-            out[index] = grad  # no repeats possible
-        else:
-            scatter_add(ctx.xp, out, index, grad)
-        return out
+        return _into_zeros(ctx.xp, ctx.in_shape, ctx.index, grad)
+
+    @staticmethod
+    def vjp(ctx, grad):
+        return IndexScatter.apply(grad, in_shape=ctx.in_shape, index=ctx.index)
+
+    jvp = linear
+
+
+class IndexScatter(Function):
+    """The gradient of ``getitem`` as an op of its own: ``grad`` added into zeros of the input's shape at
+    ``index`` (repeats summed). Linear, and its own backward is ``getitem``: gradients of gradients."""
+    name = "getitem_backward"
+
+    @staticmethod
+    def forward(ctx, grad, *, in_shape, index):
+        ctx.index = index
+        return _into_zeros(ctx.xp, in_shape, index, grad)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad[ctx.index]
+
+    @staticmethod
+    def vjp(ctx, grad):
+        return GetItem.apply(grad, index=ctx.index)
+
+    jvp = linear
 
 
 def getitem(a, index):
@@ -133,6 +165,19 @@ class SetItem(Function):
                 gv = unbroadcast(gv, ctx.value_shape, ctx, 1)
         return ga, gv
 
+    @staticmethod
+    def vjp(ctx, grad):
+        ga = SetItem.apply(grad, 0.0, index=ctx.index) if ctx.needs_input_grad[0] else None
+        gv = GetItem.apply(grad, index=ctx.index) if ctx.needs_input_grad[1] else None
+        return ga, gv   # gv: the engine sums it back to a broadcast value's shape
+
+    @staticmethod
+    def jvp(primals, tangents, out, index):
+        ta, tv = tangents
+        if ta is None:
+            ta = const(out, out.device.xp.zeros_like(out.array))
+        return SetItem.apply(ta, 0.0 if tv is None else tv, index=index)
+
 
 # --- gather, masked_fill, one_hot ------------------------------------------------------------------
 class Gather(Function):
@@ -150,6 +195,14 @@ class Gather(Function):
         out = ctx.xp.zeros(ctx.in_shape, dtype=grad.dtype)
         scatter_add(ctx.xp, out, ctx.full_index, grad)
         return out, None
+
+    @staticmethod
+    def vjp(ctx, grad):
+        return IndexScatter.apply(grad, in_shape=ctx.in_shape, index=ctx.full_index), None
+
+    @staticmethod
+    def jvp(primals, tangents, out, dim):
+        return Gather.apply(tangents[0], primals[1], dim=dim)
 
 
 def _check_gather(a, dim, index):
@@ -184,6 +237,15 @@ class MaskedFill(Function):
     def backward(ctx, grad):
         mask, = ctx.saved_tensors
         return ctx.xp.where(mask, grad.dtype.type(0), grad), None
+
+    @staticmethod
+    def vjp(ctx, grad):
+        mask, = ctx.saved_tensors
+        return MaskedFill.apply(grad, mask, value=0.0), None
+
+    @staticmethod
+    def jvp(primals, tangents, out, value):
+        return MaskedFill.apply(tangents[0], primals[1], value=0.0)
 
 
 def masked_fill(a, mask, value):

@@ -56,6 +56,8 @@ def _write(t, index, values, op):
         raise OpIndexError(f"{op}: {e} (tensor shape {tuple(t.shape)})") from None
     except (ValueError, TypeError) as e:
         raise ShapeError(f"{op}: {e} (tensor shape {tuple(t.shape)})") from None
+    if getattr(t, "_fw", None) is not None:   # a value written outside any op: no tangent (``_rebase`` sets
+        t._fw = None                          # the op's back right after)
     return bump(t)
 
 
@@ -70,7 +72,14 @@ def _rebase(t, result, op):
     _write(t, ..., result.array, op)
     t.grad_fn = result.grad_fn
     t.requires_grad = result.requires_grad
+    t._fw = getattr(result, "_fw", None)   # forward mode: the result's tangent (autograd/forward_ad.py)
     return t
+
+
+def _dual(*xs):
+    """Does one of ``xs`` carry a forward-mode tangent? Then the write goes the recorded way, so the op's
+    JVP rule runs and ``_rebase`` moves the tangent onto the tensor."""
+    return any(getattr(x, "_fw", None) is not None for x in xs if isinstance(x, Tensor))
 
 
 def _snapshot(t):
@@ -78,6 +87,7 @@ def _snapshot(t):
     for its backward) this copy, so writing the result into ``t``'s storage can't corrupt what it saved."""
     s = Tensor._make(t.array.copy(), t.device, t.requires_grad)
     s.grad_fn = t.grad_fn
+    s._fw = getattr(t, "_fw", None)
     return s
 
 
@@ -87,7 +97,7 @@ def inplace(t, fn, *args):
     _check_inplace(t, op)
     tracking = _grad_enabled() and (t.requires_grad or any(isinstance(x, Tensor) and x.requires_grad
                                                          for x in args))
-    if tracking:
+    if tracking or _dual(t, *args):
         snap = _snapshot(t)
         return _rebase(t, fn(snap, *(snap if a is t else a for a in args)), op)
     ufunc = _INPLACE_UFUNCS.get(fn.__name__)
@@ -126,7 +136,8 @@ def setitem_(t, index, value):
     idx = convert_index(index, t)
     if isinstance(value, Tensor) and value.device != t.device:
         raise DeviceError(f"setitem: value on {value.device} for a tensor on {t.device}")
-    if _grad_enabled() and (t.requires_grad or (isinstance(value, Tensor) and value.requires_grad)):
+    if _grad_enabled() and (t.requires_grad or (isinstance(value, Tensor) and value.requires_grad)) \
+            or _dual(t, value):
         v = value if isinstance(value, Tensor) else operand(value, t)
         if isinstance(v, Tensor) and v.array.dtype != t.array.dtype:
             v = cast(v, t.dtype)  # the gradient is cast back to the value's dtype

@@ -5,6 +5,7 @@ from ..autograd.function import Function
 from ..errors import ShapeError
 from ..tensor_base import TensorBase as Tensor  # every Tensor is one (tensor.py imports ops)
 from ._args import as_tensor_like
+from ._rules import tsum
 from ..backend import gemm
 
 
@@ -50,6 +51,29 @@ class MatMul(Function):
             if b_vec:
                 gb = gb[..., 0]
         return ga, gb
+
+    @staticmethod
+    def vjp(ctx, grad):
+        a, b = ctx.saved_tensors
+        need_a, need_b = ctx.needs_input_grad
+        if a.ndim == 1 and b.ndim == 1:
+            return (grad * b if need_a else None), (grad * a if need_b else None)
+        a2 = a.unsqueeze(0) if a.ndim == 1 else a
+        b2 = b.unsqueeze(-1) if b.ndim == 1 else b
+        g = grad.unsqueeze(-2) if a.ndim == 1 else grad
+        g = g.unsqueeze(-1) if b.ndim == 1 else g
+        ga = matmul(g, _mT(b2)) if need_a else None     # batch dims: the engine sums them back
+        gb = matmul(_mT(a2), g) if need_b else None
+        if ga is not None and a.ndim == 1:
+            ga = ga[..., 0, :]
+        if gb is not None and b.ndim == 1:
+            gb = gb[..., 0]
+        return ga, gb
+
+    @staticmethod
+    def jvp(primals, tangents, out):
+        (a, b), (ta, tb) = primals, tangents
+        return tsum(None if ta is None else matmul(ta, b), None if tb is None else matmul(a, tb))
 
 
 def matmul(a, b):

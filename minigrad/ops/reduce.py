@@ -14,7 +14,8 @@ from ..backend import dtypes
 from ..errors import ArgumentError, DTypeError, ShapeError
 from ..tensor_base import TensorBase as Tensor  # every Tensor is one (tensor.py imports ops)
 from ._args import dim_arg, norm_dim, norm_dims, wrap
-from .elementwise import abs, cast, maximum, minimum, pow, sqrt
+from ._rules import const
+from .elementwise import abs, cast, exp, maximum, minimum, pow, sqrt, where
 from .indexing import open_grid
 
 
@@ -61,6 +62,14 @@ class Sum(Function):
     def backward(ctx, grad):
         return ctx.xp.broadcast_to(_expand_back(grad, ctx.in_shape, ctx.dim, ctx.keepdim), ctx.in_shape)
 
+    @staticmethod
+    def vjp(ctx, grad):
+        return _expand_back(grad, ctx.in_shape, ctx.dim, ctx.keepdim).expand(*ctx.in_shape)
+
+    @staticmethod
+    def jvp(primals, tangents, out, dim, keepdim):
+        return Sum.apply(tangents[0], dim=dim, keepdim=keepdim)
+
 
 def sum(a, dim=None, keepdim=False, *, axis=None, keepdims=None, dtype=None):
     """Integer and bool tensors sum in int64, as in PyTorch."""
@@ -83,6 +92,15 @@ class Mean(Function):
         g = _expand_back(grad, ctx.in_shape, ctx.dim, ctx.keepdim) * (1.0 / (_numel(ctx.in_shape, ctx.dim) or 1))
         return ctx.xp.broadcast_to(g.astype(grad.dtype, copy=False), ctx.in_shape)
 
+    @staticmethod
+    def vjp(ctx, grad):
+        g = _expand_back(grad, ctx.in_shape, ctx.dim, ctx.keepdim) * (1.0 / (_numel(ctx.in_shape, ctx.dim) or 1))
+        return g.expand(*ctx.in_shape)
+
+    @staticmethod
+    def jvp(primals, tangents, out, dim, keepdim):
+        return Mean.apply(tangents[0], dim=dim, keepdim=keepdim)
+
 
 def mean(a, dim=None, keepdim=False, *, axis=None, keepdims=None, dtype=None):
     dim, keepdim = _reduce_args(a, dim, axis, keepdim, keepdims, "mean")
@@ -99,15 +117,27 @@ class Var(Function):
     @staticmethod
     def forward(ctx, a, *, dim, keepdim, correction):
         centered = a - a.mean(axis=dim, keepdims=True)
-        ctx.save_for_backward(centered)
+        ctx.save_for_backward(centered, a)  # a: for its second derivative (vjp)
         ctx.in_shape, ctx.dim, ctx.keepdim = a.shape, dim, keepdim
         ctx.dof = _numel(a.shape, dim) - correction
         return (centered * centered).sum(axis=dim, keepdims=keepdim) / ctx.dof
 
     @staticmethod
     def backward(ctx, grad):
-        centered, = ctx.saved_tensors
+        centered, _ = ctx.saved_tensors
         return _expand_back(grad, ctx.in_shape, ctx.dim, ctx.keepdim) * centered * (2.0 / ctx.dof)
+
+    @staticmethod
+    def vjp(ctx, grad):
+        _, a = ctx.saved_tensors
+        centered = a - a.mean(dim=ctx.dim, keepdim=True)
+        return _expand_back(grad, ctx.in_shape, ctx.dim, ctx.keepdim) * centered * (2.0 / ctx.dof)
+
+    @staticmethod
+    def jvp(primals, tangents, out, dim, keepdim, correction):
+        a, t = primals[0], tangents[0]
+        centered = a - a.mean(dim=dim, keepdim=True)
+        return (centered * t).sum(dim=dim, keepdim=keepdim) * (2.0 / (_numel(a.shape, dim) - correction))
 
 
 def var(a, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None, keepdims=None):
@@ -142,6 +172,22 @@ class MaxDim(Function):
         out[tuple(full)] = grad if ctx.keepdim else xp.expand_dims(grad, dim)
         return out
 
+    @staticmethod
+    def vjp(ctx, grad):
+        g = grad if ctx.keepdim else grad.unsqueeze(ctx.dim)
+        return where(const(ctx, _one_hot_along(ctx.xp, ctx.in_shape, ctx.index, ctx.dim)), g, 0.0)
+
+    @staticmethod
+    def jvp(primals, tangents, out, dim, keepdim, index):
+        picked = tangents[0].gather(dim, const(out, index))
+        return picked if keepdim else picked.squeeze(dim)
+
+
+def _one_hot_along(xp, shape, index, dim):
+    """A bool array of ``shape``, True where ``index`` (keeping ``dim``) points along ``dim``."""
+    along = xp.arange(shape[dim]).reshape((1,) * dim + (-1,) + (1,) * (len(shape) - dim - 1))
+    return index == along
+
 
 class Amax(Function):
     """max/min over all elements (or several dims): ties share the gradient equally (PyTorch's amax)."""
@@ -160,6 +206,19 @@ class Amax(Function):
         count = mask.sum(axis=ctx.dim, keepdims=True)
         g = _expand_back(grad, ctx.in_shape, ctx.dim, ctx.keepdim)
         return (g * mask / count).astype(grad.dtype, copy=False)
+
+    @staticmethod
+    def vjp(ctx, grad):
+        a, out = ctx.node.saved_tensors
+        share = const(ctx, (a == out) / (a == out).sum(axis=ctx.dim, keepdims=True))
+        return _expand_back(grad, ctx.in_shape, ctx.dim, ctx.keepdim) * share
+
+    @staticmethod
+    def jvp(primals, tangents, out, dim, keepdim, take_min):
+        a = primals[0].array
+        pick = a.min(axis=dim, keepdims=True) if take_min else a.max(axis=dim, keepdims=True)
+        share = const(out, ((a == pick) / (a == pick).sum(axis=dim, keepdims=True)).astype(a.dtype))
+        return (tangents[0] * share).sum(dim=dim, keepdim=keepdim)
 
 
 MaxResult = collections.namedtuple("max", ["values", "indices"])
@@ -252,6 +311,16 @@ class LogSumExp(Function):
         a, out = ctx.saved_tensors
         return _expand_back(grad, ctx.in_shape, ctx.dim, ctx.keepdim) * ctx.xp.exp(a - out)
 
+    @staticmethod
+    def vjp(ctx, grad):
+        a, _ = ctx.saved_tensors  # the softmax again from ``a``, so that it is differentiable
+        return _expand_back(grad, ctx.in_shape, ctx.dim, ctx.keepdim) * exp(a - a.logsumexp(ctx.dim, True))
+
+    @staticmethod
+    def jvp(primals, tangents, out, dim, keepdim):
+        a, t = primals[0], tangents[0]
+        return (t * exp(a - a.logsumexp(dim, True))).sum(dim=dim, keepdim=keepdim)
+
 
 def logsumexp(a, dim=None, keepdim=False, *, axis=None, keepdims=None):
     dim, keepdim = _reduce_args(a, dim, axis, keepdim, keepdims, "logsumexp")
@@ -282,6 +351,26 @@ class Prod(Function):
         others = xp.moveaxis(left * right, -1, d).reshape(a.shape)
         return _expand_back(grad, a.shape, dim, ctx.keepdim) * others
 
+    @staticmethod
+    def vjp(ctx, grad):
+        a, = ctx.saved_tensors
+        return _expand_back(grad, a.shape, ctx.dim, ctx.keepdim) * _prod_of_others(a, ctx.dim)
+
+    @staticmethod
+    def jvp(primals, tangents, out, dim, keepdim):
+        a, t = primals[0], tangents[0]
+        return (t * _prod_of_others(a, dim)).sum(dim=dim, keepdim=keepdim)
+
+
+def _prod_of_others(a, dim):
+    """For each element, the product of the others along ``dim`` (all when None), in Tensor ops: each is a
+    product over a row where the element itself is replaced by 1 (n^2 work: for higher order only)."""
+    x = a.reshape(-1) if dim is None else a.transpose(dim, -1)
+    n = x.shape[-1]
+    rows = x.unsqueeze(-2).expand(*x.shape[:-1], n, n)
+    others = where(const(a, a.device.xp.eye(n, dtype=bool)), 1.0, rows).prod(dim=-1)
+    return others.reshape(a.shape) if dim is None else others.transpose(dim, -1)
+
 
 def prod(a, dim=None, keepdim=False, *, axis=None, keepdims=None):
     dim, keepdim = _reduce_args(a, dim, axis, keepdim, keepdims, "prod")
@@ -300,6 +389,14 @@ class Cumsum(Function):
     def backward(ctx, grad):
         xp, dim = ctx.xp, ctx.dim
         return xp.flip(xp.cumsum(xp.flip(grad, dim), axis=dim), dim)
+
+    @staticmethod
+    def vjp(ctx, grad):
+        return grad.flip(ctx.dim).cumsum(ctx.dim).flip(ctx.dim)
+
+    @staticmethod
+    def jvp(primals, tangents, out, dim):
+        return Cumsum.apply(tangents[0], dim=dim)
 
 
 def cumsum(a, dim=None, *, axis=None):

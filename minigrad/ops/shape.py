@@ -11,16 +11,12 @@ from ..autograd.function import Function
 from ..backend import dtypes
 from ..errors import ArgumentError, AutogradError, OpIndexError, ShapeError
 from ..tensor_base import TensorBase as Tensor  # every Tensor is one (tensor.py imports ops)
-from ._args import dim_arg, dim_of, norm_dim, norm_dims, share_version, wrap
+from ._args import dim_arg, dim_of, norm_dim, norm_dims, shape_arg, share_version, wrap
+from ._rules import linear, zeros_for
 from .elementwise import clone
 from .indexing import getitem
-
-
-def _shape_arg(shape):
-    """``f(2, 3)`` and ``f((2, 3))`` alike: a tuple of ints."""
-    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
-        shape = tuple(shape[0])
-    return tuple(int(s) for s in shape)
+from .shape_copy import (  # noqa: F401  (re-exported: ops/__init__.py, the mixin below)
+    Pad, Repeat, Roll, Tril, Flip, pad, repeat, roll, tril, triu, flip)
 
 
 # --- reshape and views -----------------------------------------------------------------------------
@@ -34,9 +30,12 @@ class Reshape(Function):
     def backward(ctx, grad):
         return grad.reshape(ctx.in_shape)
 
+    vjp = backward
+    jvp = linear
+
 
 def reshape(a, *shape):
-    shape = _shape_arg(shape)
+    shape = shape_arg(shape)
     size = a.array.size
     known = math.prod(s for s in shape if s != -1)
     if shape.count(-1) > 1 or (shape.count(-1) == 0 and known != size) or \
@@ -97,6 +96,12 @@ class Transpose(Function):
     def backward(ctx, grad):
         return grad.swapaxes(ctx.dim0, ctx.dim1)
 
+    @staticmethod
+    def vjp(ctx, grad):
+        return grad.transpose(ctx.dim0, ctx.dim1)
+
+    jvp = linear
+
 
 def transpose(a, dim0, dim1):
     d0, d1 = norm_dim(dim0, a.ndim, "transpose"), norm_dim(dim1, a.ndim, "transpose")
@@ -127,9 +132,15 @@ class Permute(Function):
             inverse[d] = i
         return grad.transpose(inverse)
 
+    @staticmethod
+    def vjp(ctx, grad):
+        return grad.permute(*sorted(range(len(ctx.dims)), key=ctx.dims.__getitem__))
+
+    jvp = linear
+
 
 def permute(a, *dims):
-    dims = _shape_arg(dims)
+    dims = shape_arg(dims)
     if sorted(norm_dim(d, a.ndim, "permute") for d in dims) != list(range(a.ndim)):
         raise ShapeError(f"permute: dims {dims} are not a permutation of the {a.ndim} dims of a tensor "
                          f"of shape {tuple(a.shape)}")
@@ -147,9 +158,12 @@ class Expand(Function):
     def backward(ctx, grad):
         return grad
 
+    vjp = backward
+    jvp = linear
+
 
 def expand(a, *sizes):
-    sizes = _shape_arg(sizes)
+    sizes = shape_arg(sizes)
     if len(sizes) < a.ndim:
         raise ShapeError(f"expand: the number of sizes ({len(sizes)}) must be >= the number of dims "
                          f"({a.ndim}) of a tensor of shape {tuple(a.shape)}")
@@ -227,6 +241,15 @@ class Cat(Function):
         cuts = list(itertools.accumulate(ctx.sizes[:-1]))
         return tuple(ctx.xp.split(grad, cuts, axis=ctx.dim))
 
+    @staticmethod
+    def vjp(ctx, grad):
+        starts = itertools.accumulate([0] + ctx.sizes[:-1])
+        return tuple(grad.narrow(ctx.dim, start, n) for start, n in zip(starts, ctx.sizes))
+
+    @staticmethod
+    def jvp(primals, tangents, out, dim):
+        return Cat.apply(*zeros_for(tangents, primals), dim=dim)
+
 
 def cat(tensors, dim=None, *, axis=None):
     tensors = list(tensors)
@@ -255,6 +278,14 @@ class Stack(Function):
     @staticmethod
     def backward(ctx, grad):
         return tuple(ctx.xp.take(grad, i, axis=ctx.dim) for i in range(ctx.n))
+
+    @staticmethod
+    def vjp(ctx, grad):
+        return tuple(grad[(slice(None),) * ctx.dim + (i,)] for i in range(ctx.n))
+
+    @staticmethod
+    def jvp(primals, tangents, out, dim):
+        return Stack.apply(*zeros_for(tangents, primals), dim=dim)
 
 
 def stack(tensors, dim=None, *, axis=None):
@@ -299,141 +330,6 @@ def chunk(a, chunks, dim=0):
         raise ArgumentError(f"chunk: chunks must be positive, got {chunks}")
     dim = dim_of(a, dim, "chunk")
     return split(a, max(-(-a.shape[dim] // chunks), 1), dim)
-
-
-# --- padding, tiling, triangles, flips -------------------------------------------------------------
-class Pad(Function):
-    """Constant padding; ``widths`` is NumPy's ((before, after), ...) per dim."""
-
-    @staticmethod
-    def forward(ctx, a, *, widths, value):
-        ctx.slices = tuple(slice(b, b + n) for (b, _), n in zip(widths, a.shape))
-        return ctx.xp.pad(a, widths, mode="constant", constant_values=value)
-
-    @staticmethod
-    def backward(ctx, grad):
-        return grad[ctx.slices]
-
-
-def pad(a, pad, mode="constant", value=0.0):
-    """PyTorch order: ``pad=(left, right, top, bottom, ...)`` starting from the last dim."""
-    if mode != "constant":
-        raise ArgumentError(f"pad: only mode='constant' is supported, got {mode!r}")
-    if len(pad) % 2 or len(pad) // 2 > a.ndim:
-        raise ArgumentError(f"pad: padding {tuple(pad)} must have an even length of at most 2*{a.ndim}")
-    widths = [(0, 0)] * a.ndim
-    for i in range(len(pad) // 2):
-        lo, hi = int(pad[2 * i]), int(pad[2 * i + 1])
-        if lo < 0 or hi < 0:
-            raise ArgumentError("pad: negative padding is not supported")
-        widths[a.ndim - 1 - i] = (lo, hi)
-    return Pad.apply(a, widths=tuple(widths), value=value)
-
-
-class Repeat(Function):
-    """Tile ``a`` ``reps`` times per dim (PyTorch's ``repeat``)."""
-
-    @staticmethod
-    def forward(ctx, a, *, reps):
-        ctx.padded_shape = (1,) * (len(reps) - a.ndim) + a.shape
-        ctx.in_shape = a.shape
-        ctx.reps = reps
-        return ctx.xp.tile(a, reps)
-
-    @staticmethod
-    def backward(ctx, grad):
-        split = []
-        for r, s in zip(ctx.reps, ctx.padded_shape):
-            split += [r, s]
-        g = grad.reshape(split).sum(axis=tuple(range(0, len(split), 2)))
-        return g.reshape(ctx.in_shape)
-
-
-def repeat(a, *sizes):
-    sizes = _shape_arg(sizes)
-    if len(sizes) < a.ndim:
-        raise ShapeError(f"repeat: number of repeat dims ({len(sizes)}) can not be smaller than the "
-                         f"number of tensor dims ({a.ndim})")
-    return Repeat.apply(a, reps=sizes)
-
-
-class Roll(Function):
-    """Shift elements along dims, wrapping around; the gradient rolls back by the opposite shifts."""
-
-    @staticmethod
-    def forward(ctx, a, *, shifts, dims):
-        ctx.shifts, ctx.dims = shifts, dims
-        if dims is None:                       # roll the flattened tensor, keep the shape
-            return ctx.xp.roll(a.reshape(-1), shifts).reshape(a.shape)
-        return ctx.xp.roll(a, shifts, axis=dims)
-
-    @staticmethod
-    def backward(ctx, grad):
-        back = tuple(-s for s in ctx.shifts) if isinstance(ctx.shifts, tuple) else -ctx.shifts
-        if ctx.dims is None:
-            return ctx.xp.roll(grad.reshape(-1), back).reshape(grad.shape)
-        return ctx.xp.roll(grad, back, axis=ctx.dims)
-
-
-def roll(a, shifts, dims=None):
-    """``roll(a, 1, 0)``; several dims at once with tuples of equal length; ``dims=None`` rolls the
-    flattened tensor."""
-    many = isinstance(shifts, (tuple, list))
-    if dims is None:
-        if many and len(shifts) != 1:
-            raise ArgumentError(f"roll: without dims, shifts must be one int, got {tuple(shifts)}")
-        return Roll.apply(a, shifts=int(shifts[0] if many else shifts), dims=None)
-    dims_t = tuple(dims) if isinstance(dims, (tuple, list)) else (dims,)
-    shifts_t = tuple(int(s) for s in shifts) if many else (int(shifts),)
-    if len(shifts_t) != len(dims_t):
-        raise ArgumentError(f"roll: shifts and dims must have the same length, got shifts={shifts_t} and "
-                            f"dims={dims_t}")
-    return Roll.apply(a, shifts=shifts_t, dims=tuple(norm_dim(d, a.ndim, "roll") for d in dims_t))
-
-
-class Tril(Function):
-    """The lower (``upper=False``) or upper triangle from ``diagonal`` on; the rest is zero."""
-
-    @staticmethod
-    def forward(ctx, a, *, diagonal, upper):
-        ctx.diagonal, ctx.upper = diagonal, upper
-        return ctx.xp.triu(a, diagonal) if upper else ctx.xp.tril(a, diagonal)
-
-    @staticmethod
-    def backward(ctx, grad):
-        xp = ctx.xp
-        return xp.triu(grad, ctx.diagonal) if ctx.upper else xp.tril(grad, ctx.diagonal)
-
-
-def _triangle(a, diagonal, upper):
-    if a.ndim < 2:
-        op = "triu" if upper else "tril"
-        raise ShapeError(f"{op}: input must have at least 2 dims, got shape {tuple(a.shape)}")
-    return Tril.apply(a, diagonal=diagonal, upper=upper)
-
-
-def tril(a, diagonal=0):
-    return _triangle(a, diagonal, False)
-
-
-def triu(a, diagonal=0):
-    return _triangle(a, diagonal, True)
-
-
-class Flip(Function):
-    @staticmethod
-    def forward(ctx, a, *, dims):
-        ctx.dims = dims
-        return ctx.xp.flip(a, dims)
-
-    @staticmethod
-    def backward(ctx, grad):
-        return ctx.xp.flip(grad, ctx.dims)
-
-
-def flip(a, dims):
-    dims = norm_dims(tuple(dims) if isinstance(dims, (list, tuple)) else (dims,), a.ndim, "flip")
-    return Flip.apply(a, dims=dims)
 
 
 class ShapeMethods:

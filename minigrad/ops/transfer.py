@@ -12,6 +12,7 @@ from ..backend import dtypes
 from ..backend.device import CPU, device as _device, get_backend
 from ..errors import ArgumentError
 from ..tensor_base import TensorBase, tensor
+from ._rules import linear
 from .elementwise import cast, clone
 
 
@@ -34,6 +35,12 @@ class ToDevice(Function):
     @staticmethod
     def backward(ctx, grad):
         return move_array(grad, ctx.device, ctx.src)
+
+    @staticmethod
+    def vjp(ctx, grad):
+        return ToDevice.apply(grad, dst=ctx.src)
+
+    jvp = linear
 
 
 def to_device(a, dev):

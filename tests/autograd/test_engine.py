@@ -463,7 +463,7 @@ def test_post_accumulate_grad_hook_only_on_leaves_and_removable():
 def test_autograd_grad_does_not_touch_dot_grad():
     x, w = leaf([1.0, 2.0]), leaf([3.0, 4.0])
     y = (x * x * w).sum()
-    gx = mg.autograd.grad(y, x, retain_graph=True)
+    gx, = mg.autograd.grad(y, x, retain_graph=True)   # a tuple even for one input, as in PyTorch
     np.testing.assert_allclose(host(gx), [6.0, 16.0])
     assert x.grad is None and w.grad is None
     gx, gw = mg.autograd.grad(y, [x, w])
@@ -475,7 +475,7 @@ def test_autograd_grad_of_non_leaf_and_unused():
     x, u = leaf([1.0, 2.0]), leaf([5.0])
     h = x * 3
     y = (h * h).sum()
-    gh = mg.autograd.grad(y, h, retain_graph=True)
+    gh, = mg.autograd.grad(y, h, retain_graph=True)
     np.testing.assert_allclose(host(gh), [6.0, 12.0])
     with pytest.raises(AutogradError, match="allow_unused"):
         mg.autograd.grad(y, [x, u], retain_graph=True)
@@ -486,7 +486,7 @@ def test_autograd_grad_of_non_leaf_and_unused():
 
 def test_autograd_grad_with_grad_outputs():
     x = leaf([1.0, 2.0])
-    g = mg.autograd.grad(x * x, x, grad_outputs=mg.tensor([1.0, 0.5], dtype=mg.float64))
+    g, = mg.autograd.grad(x * x, x, grad_outputs=mg.tensor([1.0, 0.5], dtype=mg.float64))
     np.testing.assert_allclose(host(g), [2.0, 2.0])
 
 

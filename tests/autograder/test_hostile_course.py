@@ -1,6 +1,6 @@
 """The course's hostile corpus (hostile_course/): graded in one batch with every reference solution beside it,
 each hostile submission scores 0 for what it cheats on and keeps everything else, the references keep 100 %
-(hidden cases included), and the batch finishes with a row for everyone. Each assignment a1-a7 has a cheat
+(hidden cases included), and the batch finishes with a row for everyone. Each assignment (a1-a7, a9) has a cheat
 for each of the four causes of issue 22 (the files' headers say which part exercises which cause)."""
 import json
 import os
@@ -64,7 +64,22 @@ EXPECT = {
     "a7_routes": {"part1": STUB.format(r"minigrad\.compiler\.fusion\.find_chains"),
                   "part2/fused memory": r"credited only to a fused chain whose output is right",
                   "part3": IMPORT.format(r"autograder\.verdicts")},
+    "a9_routes": {"part1": STUB.format(r"minigrad\.distributed\.tensor_parallel\.comm_ops\.CopyToParallel\.forward"),
+                  "part2/forward all-gathers the shard": r"rank 0 ran no collective in forward; expected all_gather",
+                  "part2/backward gathers again and reduce-scatters": r"ran no collective in backward",
+                  "part2/two units train like one process": r"rank 0 ran no collective; per step",
+                  "part2/the full weight is freed after forward": r"credited only to a unit that all-gathers",
+                  "part3": STUB.format(r"minigrad\.distributed\.pipelining\.schedules\.one_f_one_b_order")},
+    "a9_measures": {"part1": r"sent messages that are not those of the collectives it ran",
+                    "part2/forward all-gathers the shard": r"FSDPLinear forward: output wrong",
+                    "part2/backward gathers again and reduce-scatters": r"FSDPLinear backward: x\.grad",
+                    "part2/two units train like one process": r"per step, an FSDP model of 2 units runs",
+                    "part2/the full weight is freed after forward": r"credited only to a unit whose gradients are "
+                                                                    r"right",
+                    "part3": r"rank 0 sent 0 messages of activations to rank 1"},
 }
+#: the assignments graded here: every one with a reference solution (a1-a7, a9, ...)
+GRADED = sorted({p.stem.split("_")[0] for p in (ROOT / "solutions").glob("a*.ipynb")})
 
 
 def test_corpus_covers_every_cause_of_every_assignment():
@@ -73,7 +88,7 @@ def test_corpus_covers_every_cause_of_every_assignment():
     for p in CORPUS.glob("a*.py"):
         for m in re.finditer(r"^# (part\d) \(cause (\d)\)", p.read_text(), re.M):
             covered.setdefault(p.stem.split("_")[0], set()).add(int(m.group(2)))
-    assert covered == {f"a{i}": {1, 2, 3, 4} for i in range(1, 8)}, covered
+    assert covered == {a: {1, 2, 3, 4} for a in GRADED}, covered
 
 
 def _grade_class(folder):
@@ -117,7 +132,7 @@ def test_hostile_submissions_lose_what_they_cheat_on_and_the_references_keep_ful
     folder = tmp_path / "class"
     folder.mkdir()
     batch = _grade_class(folder)
-    assert len(batch) == 7 + len(EXPECT), sorted(batch)            # a row for everyone: the batch went through
+    assert len(batch) == len(GRADED) + len(EXPECT), sorted(batch)            # a row for everyone: the batch went through
     problems = []
     for name, row in batch.items():
         if name.startswith("ref_"):

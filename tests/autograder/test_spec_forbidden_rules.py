@@ -27,6 +27,12 @@ CASES = [
     ("a7", "part2", "a7-fuse", "f = mg.compile(lambda x: x * 2.0)",              # the exact-name rule
      "def compile(fn):\n    return fn\n\ng = mg.compile.ir.Graph([], None)\nf = compile(g)"),
     ("a7", "part1", "a7-chains", "from minigrad.compiler import find_chains", "from minigrad.compiler import Graph"),
+    ("a9", "part1", "a9-fg", "from minigrad.distributed.tensor_parallel import CopyToParallel",
+     "class CopyToParallel(Function):\n    pass"),
+    ("a9", "part2", "a9-fsdp", "m = mg.distributed.fsdp.FullyShardedDataParallel(model)",
+     "class FullyShardedDataParallel:\n    pass"),
+    ("a9", "part3", "a9-1f1b", "from minigrad.distributed.pipelining import Schedule1F1B",
+     "class Schedule1F1B:\n    pass\n\ns = Schedule1F1B()"),
 ]
 
 

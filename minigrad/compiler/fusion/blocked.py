@@ -167,7 +167,7 @@ def temporaries_bytes(shape, buffer_dtypes, block=BLOCK, threads=None):
                                                     for d in buffer_dtypes)
 
 
-def run_forward(body, inputs, out, buffer_dtypes, block=BLOCK, threads=None):
+def forward_blocks(body, inputs, out, buffer_dtypes, block=BLOCK, threads=None):
     """``body(*input_views, out_view, buffers)`` for each block of ``out``; each thread reuses its buffers."""
     entries, bshape = block_plan(out.shape, tuple(np.shape(x) for x in inputs), block)
 
@@ -181,7 +181,7 @@ def run_forward(body, inputs, out, buffer_dtypes, block=BLOCK, threads=None):
     return out
 
 
-def run_backward(body, inputs, grad, wanted, dtypes, block=BLOCK, alloc=np.empty, threads=None):
+def backward_blocks(body, inputs, grad, wanted, dtypes, block=BLOCK, alloc=np.empty, threads=None):
     """Full-size gradients for the ``wanted`` inputs: ``body`` returns each block's gradients."""
     entries, _ = block_plan(grad.shape, tuple(np.shape(x) for x in inputs), block)
     grads = [alloc(grad.shape, dt) if w else None for w, dt in zip(wanted, dtypes)]

@@ -2,7 +2,7 @@
 
 ``FusedKernel`` holds the chain's steps (op rule, operands, attrs, dtype) and generates from the table:
 
-* ``numpy_source``: the forward body ``blocked.run_forward`` runs per block: one NumPy ufunc call with
+* ``numpy_source``: the forward body ``blocked.forward_blocks`` runs per block: one NumPy ufunc call with
   ``out=`` per op into block buffers, each reused as soon as the value in it is dead (the output's own block
   first), the last op writing the output. Literals are 0-d arrays of their op's dtype, bound once next to
   the function (``c0 = np.array(0.5, 'float32')``): NumPy would convert a Python float on every call;
@@ -116,7 +116,7 @@ class FusedKernel:
 
     def forward_numpy(self, inputs, out):
         fn = self._compiled.get("np") or self._compiled.setdefault("np", _exec(self.numpy_source, self.name))
-        return blocked.run_forward(fn, inputs, out, self.buffer_dtypes, self.block)
+        return blocked.forward_blocks(fn, inputs, out, self.buffer_dtypes, self.block)
 
     # --- backward: recompute, then the chain rule in reverse --------------------------------------
     def backward_body(self, wanted, c=False):
@@ -162,7 +162,7 @@ class FusedKernel:
         fn = self._compiled.get(key) or self._compiled.setdefault(
             key, _exec(self.backward_source(wanted), self.name + "_backward"))
         dtypes = [d if d.kind == "f" else grad.dtype for d in self.input_dtypes]
-        return blocked.run_backward(fn, inputs, grad, wanted, dtypes, self.block, alloc)
+        return blocked.backward_blocks(fn, inputs, grad, wanted, dtypes, self.block, alloc)
 
     # --- CuPy: the same chain as ElementwiseKernel bodies -----------------------------------------
     def cupy_forward_source(self):
@@ -233,6 +233,36 @@ class FusedElementwise(Function):
         grads = kernel.cupy_kernel(ctx.xp, wanted)(*inputs, grad)
         grads = iter(grads if isinstance(grads, tuple) else (grads,))
         return tuple(next(grads) if w else None for w in wanted)
+
+    # Beyond first order: the chain replayed op by op (each one differentiable again), then differentiated
+    @staticmethod
+    def vjp(ctx, grad):
+        return ctx.partials(lambda *xs: replay(ctx.kernel, xs), ctx.saved_tensors, grad, ctx.needs_input_grad)
+
+    @staticmethod
+    def jvp(primals, tangents, out, kernel):
+        from ...ops._rules import composite_jvp
+        return composite_jvp(lambda *xs: replay(kernel, xs), primals, tangents)
+
+
+def replay(kernel, inputs):
+    """The chain as the ops it fused, applied to ``inputs`` (Tensors): what higher order and forward mode
+    differentiate (the generated kernels compute first-order gradients only)."""
+    from .table import RULES, _signature
+    op_of = {id(rule): op for op, rule in RULES.items()}
+    values = []
+    for step in kernel.steps:
+        op = op_of[id(step.rule)]
+        operands = [inputs[ref] if kind == "in" else values[ref] if kind == "v" else float(ref)
+                    for kind, ref in step.operands]
+        args, kwargs = [], {}
+        for param, value in zip(list(_signature(op).parameters.values())[1:], operands + list(step.attrs)):
+            if param.kind is param.KEYWORD_ONLY:
+                kwargs[param.name] = value
+            else:
+                args.append(value)
+        values.append(op.apply(*args, **kwargs))
+    return values[-1]
 
 
 __all__ = ["FusedKernel", "FusedElementwise", "Step"]

@@ -13,6 +13,7 @@ gradient to it); a row-parallel one ends with g (every rank holds a partial sum 
 by the group (``dist.comm_log()``): a grader sees which ran, with how many bytes, in which order.
 """
 from ...autograd.function import Function
+from ...ops._rules import linear
 from ...tensor import Tensor
 from .. import collectives
 from ..process_group import ReduceOp, _group
@@ -61,6 +62,12 @@ class CopyToParallel(Function):
     def backward(ctx, grad):
         return _all_reduce(ctx, grad)
 
+    @staticmethod
+    def vjp(ctx, grad):   # its conjugate, as an op: gradients of any order
+        return ReduceFromParallel.apply(grad, group=ctx.group)
+
+    jvp = linear
+
 
 class ReduceFromParallel(Function):
     @staticmethod
@@ -71,6 +78,12 @@ class ReduceFromParallel(Function):
     @staticmethod
     def backward(ctx, grad):
         return grad
+
+    @staticmethod
+    def vjp(ctx, grad):   # its conjugate, as an op: gradients of any order
+        return CopyToParallel.apply(grad, group=ctx.group)
+
+    jvp = linear
 
 
 class GatherFromParallel(Function):
@@ -83,6 +96,12 @@ class GatherFromParallel(Function):
     def backward(ctx, grad):
         return _my_slice(ctx, grad)
 
+    @staticmethod
+    def vjp(ctx, grad):   # its conjugate, as an op: gradients of any order
+        return ScatterToParallel.apply(grad, group=ctx.group)
+
+    jvp = linear
+
 
 class ScatterToParallel(Function):
     @staticmethod
@@ -93,6 +112,12 @@ class ScatterToParallel(Function):
     @staticmethod
     def backward(ctx, grad):
         return _all_gather_last(ctx, grad)
+
+    @staticmethod
+    def vjp(ctx, grad):   # its conjugate, as an op: gradients of any order
+        return GatherFromParallel.apply(grad, group=ctx.group)
+
+    jvp = linear
 
 
 def copy_to_parallel(x, group=None):

@@ -6,12 +6,12 @@ one to one.
 Each step is composed from ops (linear, sigmoid, tanh, mul, add), so autograd differentiates it through time
 with no recurrent-specific code. The input projection ``x W_ih^T + b_ih`` of a whole layer is one GEMM over
 all time steps; only ``h W_hh^T`` and the gates run step by step. The gates, for x_t's projection
-``xp = x_t W_ih^T + b_ih`` and ``hp = h W_hh^T + b_hh``::
+``xproj = x_t W_ih^T + b_ih`` and ``hp = h W_hh^T + b_hh``::
 
-    RNN   h = tanh(xp + hp)  (or relu)
-    LSTM  i, f, g, o = chunks of xp + hp;  c = sigmoid(f) c + sigmoid(i) tanh(g);  h = sigmoid(o) tanh(c)
+    RNN   h = tanh(xproj + hp)  (or relu)
+    LSTM  i, f, g, o = chunks of xproj + hp;  c = sigmoid(f) c + sigmoid(i) tanh(g);  h = sigmoid(o) tanh(c)
           (proj_size > 0: h = h W_hr^T)
-    GRU   r, z = sigmoid(chunks of xp + hp);  n = tanh(xp_n + r * hp_n);  h = (1 - z) n + z h
+    GRU   r, z = sigmoid(chunks of xproj + hp);  n = tanh(xproj_n + r * hp_n);  h = (1 - z) n + z h
 
 Not supported: ``PackedSequence`` inputs (pad the batch and mask the loss instead).
 """
@@ -29,21 +29,21 @@ from ._factory import new_param
 _GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
 
 
-# --- one time step: ``xp`` is the step's input projection x W_ih^T + b_ih ------------------------------
-def rnn_step(xp, h, w_hh, b_hh, relu=False):
-    pre = xp + F.linear(h, w_hh, b_hh)
+# --- one time step: ``xproj`` is the step's input projection x W_ih^T + b_ih ------------------------------
+def rnn_step(xproj, h, w_hh, b_hh, relu=False):
+    pre = xproj + F.linear(h, w_hh, b_hh)
     return F.relu(pre) if relu else F.tanh(pre)
 
 
-def lstm_step(xp, h, c, w_hh, b_hh, w_hr=None):
-    i, f, g, o = (xp + F.linear(h, w_hh, b_hh)).chunk(4, dim=-1)
+def lstm_step(xproj, h, c, w_hh, b_hh, w_hr=None):
+    i, f, g, o = (xproj + F.linear(h, w_hh, b_hh)).chunk(4, dim=-1)
     c = F.sigmoid(f) * c + F.sigmoid(i) * F.tanh(g)
     h = F.sigmoid(o) * F.tanh(c)
     return (h if w_hr is None else F.linear(h, w_hr)), c
 
 
-def gru_step(xp, h, w_hh, b_hh):
-    x_r, x_z, x_n = xp.chunk(3, dim=-1)
+def gru_step(xproj, h, w_hh, b_hh):
+    x_r, x_z, x_n = xproj.chunk(3, dim=-1)
     h_r, h_z, h_n = F.linear(h, w_hh, b_hh).chunk(3, dim=-1)
     r = F.sigmoid(x_r + h_r)
     z = F.sigmoid(x_z + h_z)
@@ -176,20 +176,20 @@ class RNNBase(Module):
     def _run_direction(self, x, state, layer, direction):
         """Run one layer in one direction over (L, N, H) -> (outputs (L, N, H_out), final state(s))."""
         w_ih, b_ih, w_hh, b_hh, w_hr = self._cell_weights(layer, direction)
-        xp = F.linear(x, w_ih, b_ih)                             # every step's input projection, one GEMM
+        xproj = F.linear(x, w_ih, b_ih)                             # every step's input projection, one GEMM
         steps = range(x.shape[0] - 1, -1, -1) if direction else range(x.shape[0])
         outs = []
         if self.mode == "LSTM":
             h, c = state
             for t in steps:
-                h, c = lstm_step(xp[t], h, c, w_hh, b_hh, w_hr)
+                h, c = lstm_step(xproj[t], h, c, w_hh, b_hh, w_hr)
                 outs.append(h)
             final = (h, c)
         else:
             h, = state
             for t in steps:
-                h = gru_step(xp[t], h, w_hh, b_hh) if self.mode == "GRU" else \
-                    rnn_step(xp[t], h, w_hh, b_hh, relu=self.mode == "RNN_RELU")
+                h = gru_step(xproj[t], h, w_hh, b_hh) if self.mode == "GRU" else \
+                    rnn_step(xproj[t], h, w_hh, b_hh, relu=self.mode == "RNN_RELU")
                 outs.append(h)
             final = (h,)
         if direction:

@@ -215,3 +215,35 @@ def saved(ctx):
     """The arrays given to ``save``, with None back in place."""
     it = iter(ctx.saved_tensors)
     return tuple(next(it) if p else None for p in ctx.present)
+
+
+# --- reductions of losses (loss.py, pointwise_loss.py) -----------------------------------------------
+def reduce_loss(xp, loss, reduction, denom=None):
+    """(result array, scale factor for backward)."""
+    if reduction == "none":
+        return loss, None
+    total = loss.sum()
+    if reduction == "sum":
+        return xp.asarray(total, dtype=loss.dtype), 1.0
+    n = float(loss.size if denom is None else denom)  # a Python float: never promotes float32
+    if n == 0:
+        return xp.asarray(xp.nan, dtype=loss.dtype), 0.0
+    return xp.asarray(total / n, dtype=loss.dtype), 1.0 / n
+
+
+def weighted_reduce(ctx, xp, raw, weight, reduction):
+    """The elementwise loss times ``weight`` (if any), reduced; records what backward needs to scale by."""
+    loss = raw if weight is None else raw * weight
+    out, ctx.factor = reduce_loss(xp, loss, reduction)
+    ctx.reduction, ctx.loss_shape = reduction, loss.shape
+    return out
+
+
+def grad_scale(grad, reduction, factor):
+    """The per-element factor of d(result)/d(loss_i): grad itself for 'none', grad * factor otherwise."""
+    return grad if reduction == "none" else (grad * factor).astype(grad.dtype, copy=False)
+
+
+def reduce_in_ops(loss, reduction, factor):
+    """``reduce_loss`` in minigrad ops (the scale ``factor`` as forward computed it)."""
+    return loss if reduction == "none" else loss.sum() if reduction == "sum" else loss.sum() * factor

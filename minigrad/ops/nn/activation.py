@@ -11,6 +11,8 @@ from ...errors import ArgumentError, ShapeError
 from ...random import host_rng
 from .._args import norm_dim, quiet, wrap
 from ._util import erf
+from .._rules import const
+from ..elementwise import where
 
 _SQRT_2 = math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
@@ -32,6 +34,15 @@ class ReLU(Function):
         out, = ctx.saved_tensors
         return ctx.xp.multiply(grad, out > 0, out=ctx.empty_like(grad.shape, grad.dtype, grad))
 
+    @staticmethod
+    def vjp(ctx, grad):
+        out, = ctx.saved_tensors
+        return where(out > 0, grad, 0.0)
+
+    @staticmethod
+    def jvp(primals, tangents, out):
+        return where(out > 0, tangents[0], 0.0)
+
 
 def relu(input, inplace=False):
     """max(x, 0). ``inplace`` is accepted for PyTorch compatibility; the result is always a new tensor."""
@@ -51,6 +62,15 @@ class LeakyReLU(Function):
     def backward(ctx, grad):
         x, = ctx.saved_tensors
         return ctx.xp.where(x > 0, grad, grad * ctx.slope)
+
+    @staticmethod
+    def vjp(ctx, grad):
+        x, = ctx.saved_tensors
+        return where(x > 0, grad, grad * ctx.slope)
+
+    @staticmethod
+    def jvp(primals, tangents, out, negative_slope):
+        return where(primals[0] > 0, tangents[0], tangents[0] * negative_slope)
 
 
 def leaky_relu(input, negative_slope=0.01, inplace=False):
@@ -76,7 +96,7 @@ class GELU(Function):
         # the passes below work in place (out=, +=): on a 0-d array NumPy would hand back scalars
         out, deriv = _gelu_cpu(xp, x.reshape(1) if x.ndim == 0 else x, approximate, need_grad)
         if need_grad:
-            ctx.save_for_backward(deriv.reshape(x.shape))
+            ctx.save_for_backward(deriv.reshape(x.shape), x)   # x: for the second derivative (vjp)
         return out.reshape(x.shape)
 
     @staticmethod
@@ -84,8 +104,50 @@ class GELU(Function):
         if ctx.fused is not None:
             x, = ctx.saved_tensors
             return ctx.fused.gelu_backward(x, grad, ctx.approximate)
-        deriv, = ctx.saved_tensors
+        deriv, _ = ctx.saved_tensors
         return grad * deriv
+
+    @staticmethod
+    def vjp(ctx, grad):
+        x = ctx.saved_tensors[-1]
+        return grad * _gelu_derivative(x, ctx.approximate)
+
+    @staticmethod
+    def jvp(primals, tangents, out, approximate):
+        return tangents[0] * _gelu_derivative(primals[0], approximate)
+
+
+class Erf(Function):
+    """erf as an op, so that GELU's derivative (the normal CDF) is differentiable again."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return erf(ctx.xp, x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, = ctx.saved_tensors
+        return grad * (2.0 / math.sqrt(math.pi)) * ctx.xp.exp(-x * x)
+
+    @staticmethod
+    def vjp(ctx, grad):
+        x, = ctx.saved_tensors
+        return grad * (2.0 / math.sqrt(math.pi)) * (-x * x).exp()
+
+    @staticmethod
+    def jvp(primals, tangents, out):
+        x = primals[0]
+        return tangents[0] * (2.0 / math.sqrt(math.pi)) * (-x * x).exp()
+
+
+def _gelu_derivative(x, approximate):
+    """d gelu / dx in minigrad ops (differentiable again: for higher order and forward mode)."""
+    if approximate == "tanh":
+        half = ((x + x * x * x * _GELU_C) * _SQRT_2_OVER_PI).tanh() * 0.5 + 0.5
+        return half + x * half * (1.0 - half) * (2.0 * _SQRT_2_OVER_PI) * (1.0 + x * x * (3.0 * _GELU_C))
+    cdf = (Erf.apply(x * (1.0 / _SQRT_2)) + 1.0) * 0.5
+    return cdf + x * (x * x * -0.5).exp() * _INV_SQRT_2PI
 
 
 def _gelu_cpu(xp, x, approximate, need_grad):
@@ -155,6 +217,12 @@ class Sigmoid(Function):
         s, = ctx.saved_tensors
         return grad * s * (1.0 - s)
 
+    vjp = backward
+
+    @staticmethod
+    def jvp(primals, tangents, out):
+        return tangents[0] * out * (1.0 - out)
+
 
 def sigmoid(input):
     return Sigmoid.apply(input)
@@ -174,6 +242,12 @@ class Tanh(Function):
         t, = ctx.saved_tensors
         return grad * (1.0 - t * t)
 
+    vjp = backward
+
+    @staticmethod
+    def jvp(primals, tangents, out):
+        return tangents[0] * (1.0 - out * out)
+
 
 def tanh(input):
     return Tanh.apply(input)
@@ -192,6 +266,17 @@ class SiLU(Function):
     def backward(ctx, grad):
         x, s = ctx.saved_tensors  # d/dx x s(x) = s (1 + x (1 - s))
         return grad * (s * (1.0 + x * (1.0 - s)))
+
+    @staticmethod
+    def vjp(ctx, grad):
+        x, _ = ctx.saved_tensors
+        s = sigmoid(x)
+        return grad * (s * (1.0 + x * (1.0 - s)))
+
+    @staticmethod
+    def jvp(primals, tangents, out):
+        x, s = primals[0], sigmoid(primals[0])
+        return tangents[0] * (s * (1.0 + x * (1.0 - s)))
 
 
 def silu(input, inplace=False):
@@ -234,6 +319,16 @@ class Softmax(Function):
         gp -= p * gp.sum(axis=ctx.dim, keepdims=True)
         return gp
 
+    @staticmethod
+    def vjp(ctx, grad):
+        p, = ctx.saved_tensors
+        return p * (grad - (grad * p).sum(dim=ctx.dim, keepdim=True))
+
+    @staticmethod
+    def jvp(primals, tangents, out, dim):
+        t = tangents[0]
+        return out * (t - (t * out).sum(dim=dim, keepdim=True))
+
 
 def softmax(input, dim=None, dtype=None):
     """exp(x - max) / sum along ``dim`` (max-subtracted: finite for any finite input)."""
@@ -267,6 +362,16 @@ class LogSoftmax(Function):
             return ctx.fused.log_softmax_backward(out, grad, ctx.dim)
         return grad - ctx.xp.exp(out) * grad.sum(axis=ctx.dim, keepdims=True)
 
+    @staticmethod
+    def vjp(ctx, grad):
+        out, = ctx.saved_tensors
+        return grad - out.exp() * grad.sum(dim=ctx.dim, keepdim=True)
+
+    @staticmethod
+    def jvp(primals, tangents, out, dim):
+        t = tangents[0]
+        return t - (out.exp() * t).sum(dim=dim, keepdim=True)
+
 
 def log_softmax(input, dim=None, dtype=None):
     """x - logsumexp(x) along ``dim``, computed stably."""
@@ -295,6 +400,16 @@ class Dropout(Function):
     def backward(ctx, grad):
         mask, = ctx.saved_tensors
         return grad * mask
+
+    @staticmethod
+    def vjp(ctx, grad):
+        mask, = ctx.saved_tensors
+        return grad * mask
+
+    @staticmethod
+    def jvp(primals, tangents, out, p, generator):
+        keep = out.array != 0  # the mask again from the output (scaled input where kept, 0 where dropped)
+        return where(const(out, keep), tangents[0] * (1.0 / (1.0 - p)), 0.0) if p < 1.0 else tangents[0] * 0.0
 
 
 def check_dropout_p(op, p):

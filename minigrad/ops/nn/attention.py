@@ -15,9 +15,11 @@ from ...autograd.function import Function
 from ...backend.gemm import matmul
 from ...errors import ArgumentError, DTypeError, ShapeError
 from ...random import host_rng
+from ...autograd.forward_ad import ForwardADError
+from .._rules import composite_jvp, const
 from ._util import save, saved
 from .activation import check_dropout_p
-from .flash_attention import flash_attention
+from .flash_attention import attention_in_ops, flash_attention
 
 
 class ScaledDotProductAttention(Function):
@@ -49,13 +51,13 @@ class ScaledDotProductAttention(Function):
             drop = xp.asarray(u >= dropout_p).astype(p.dtype) * (1.0 / (1.0 - dropout_p)) \
                 if dropout_p < 1 else xp.zeros_like(p)
         pd = p if drop is None else p * drop
-        ctx.scale = scale
-        save(ctx, q, k, v, p, drop)
+        ctx.scale, ctx.causal = scale, is_causal
+        save(ctx, q, k, v, p, drop, attn_mask)   # the mask: for the second derivative (vjp)
         return matmul(xp, pd, v)
 
     @staticmethod
     def backward(ctx, grad):
-        q, k, v, p, drop = saved(ctx)
+        q, k, v, p, drop, _ = saved(ctx)
         need_q, need_k, need_v, need_mask = ctx.needs_input_grad[:4]
         pd = p if drop is None else p * drop
         dv = matmul(ctx.xp, pd.swapaxes(-1, -2), grad) if need_v else None
@@ -77,6 +79,27 @@ class ScaledDotProductAttention(Function):
                 dk = matmul(ctx.xp, ds.swapaxes(-1, -2), q)
                 dk *= ctx.scale
         return dq, dk, dv, dmask
+
+    @staticmethod
+    def vjp(ctx, grad):
+        q, k, v, _, drop, mask = saved(ctx)
+        fn = lambda q, k, v, mask: attention_in_ops(q, k, v, mask, ctx.scale, ctx.causal, drop)  # noqa: E731
+        return ctx.partials(fn, (q, k, v, mask), grad, ctx.needs_input_grad[:4])
+
+    @staticmethod
+    def jvp(primals, tangents, out, dropout_p, is_causal, scale, generator):
+        q, k, v, mask = primals
+        drop = None
+        if dropout_p > 0:   # the mask forward drew: only on the node (recorded: grad mode and a grad input)
+            node = out.grad_fn
+            if not isinstance(node, ScaledDotProductAttention):
+                raise ForwardADError("scaled_dot_product_attention: forward mode with dropout_p > 0 needs the "
+                                     "dropout mask, kept only when the op is recorded (an input requiring grad)")
+            drop = saved(node)[4]
+            drop = None if drop is None else const(out, drop)
+        scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+        return composite_jvp(lambda q, k, v, m: attention_in_ops(q, k, v, m, scale, is_causal, drop), primals,
+                             tangents)
 
 
 def _check_attention(q, k, v, attn_mask, is_causal):

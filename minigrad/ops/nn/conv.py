@@ -23,6 +23,7 @@ from ...autograd.function import Function
 from ...backend.gemm import matmul
 from ...backend.layout import is_channels_last
 from ...errors import ArgumentError, ShapeError
+from .._rules import tsum
 from ._util import channel_sum, check_same_dtype, kernel_slices, ntuple, pad_spatial, windows
 
 
@@ -89,7 +90,7 @@ class _ConvNd(Function):
     def forward(ctx, x, weight, bias, *, stride, pads, dilation, groups):
         check_same_dtype(ctx.name, x, weight, bias)
         xp = ctx.xp
-        ctx.unbatched = x.ndim == ctx.nd + 1
+        ctx.unbatched, x_in = x.ndim == ctx.nd + 1, x
         if ctx.unbatched:
             x = x[None]
         N, O = x.shape[0], weight.shape[0]
@@ -112,50 +113,183 @@ class _ConvNd(Function):
             yg, y = y, ctx.empty((N,) + out + (O,), x.dtype)
             y.reshape(NL, G, Og)[...] = yg.swapaxes(0, 1)
         y = xp.moveaxis(y, -1, 1)                       # (N, O, *out): a view of channels-last memory
-        # the columns, not x, are what dW needs: saved, they spare backward a second im2col
-        ctx.save_for_backward(weight, cols if ctx.needs_input_grad[1] else None)
+        # the columns, not x, are what dW needs: saved, they spare backward a second im2col. x is kept for
+        # the second derivative (vjp), usually at no cost (the previous ReLU or pool saved it too): itself
+        # when it requires grad (then changing it in place is refused, as PyTorch does), else a view (the
+        # first-order gradients, which read the columns, stay right if it changes in place)
+        ctx.save_for_backward(weight, cols if ctx.needs_input_grad[1] else None,
+                              x_in if ctx.needs_input_grad[0] else x_in[...])
         return y[0] if ctx.unbatched else y
 
     @staticmethod
     def backward(ctx, grad):
-        xp, nd, G = ctx.xp, ctx.nd, ctx.groups
-        weight, cols = ctx.saved_tensors
+        weight, cols, _ = ctx.saved_tensors
         if ctx.unbatched:
             grad = grad[None]
         need_x, need_w, need_b = ctx.needs_input_grad[:3]
-        N, C = ctx.x_shape[:2]
-        O, Cg = weight.shape[:2]
-        Og, NL = O // G, N * math.prod(ctx.out)
-        gm = xp.moveaxis(grad, 1, -1).reshape(NL, G, Og)    # a view when grad is channels-last
-        gmt = gm.swapaxes(0, 1)                             # (G, N*L, Og)
-        dx = dw = db = None
+        dx = _input_grad(ctx, grad, weight) if need_x else None
+        dw = db = None
         if need_w:
-            dw = matmul(xp, gmt.swapaxes(1, 2), cols)      # (G, Og, Kg [+ 1])
-            Kg = Cg * math.prod(ctx.kernel)
-            if dw.shape[2] > Kg:                            # the ones column: its weight is the bias
-                db, dw = dw[:, :, Kg].reshape(O), dw[:, :, :Kg]
-            if ctx.kc:                                      # (kernel offset, channel) -> weight's order
-                dw = dw.reshape(G, Og, -1, Cg).swapaxes(2, 3)
-            dw = dw.reshape(weight.shape)
+            dw, db = _weight_grad(ctx, grad, cols, weight.shape)
         if need_b and db is None:
-            db = channel_sum(xp, grad)
-        if need_x:
-            K = math.prod(ctx.kernel)
-            wk = xp.ascontiguousarray(weight.reshape(G, Og, Cg, K).transpose(0, 3, 1, 2))   # (G, K, Og, Cg)
-            dcols = matmul(xp, gmt[:, None], wk)           # (G, K, N*L, Cg): one GEMM per offset
-            padded = tuple(s + lo + hi for s, (lo, hi) in zip(ctx.x_shape[2:], ctx.pads))
-            # col2im in channels-last memory (N, *padded, G, Cg): each offset adds runs of channels
-            dxp = ctx.empty((N,) + padded + (G, Cg), weight.dtype)
-            dxp.fill(0)
-            src_axes = (1,) + tuple(range(2, 2 + nd)) + (0, 2 + nd)            # -> N, *out, G, Cg
-            for k, offs in enumerate(itertools.product(*(range(n) for n in ctx.kernel))):
-                sl = kernel_slices(offs, ctx.out, ctx.stride, ctx.dilation)
-                dxp[(slice(None),) + sl] += dcols[:, k].reshape((G, N) + ctx.out + (Cg,)).transpose(src_axes)
-            crop = tuple(slice(lo, lo + s) for s, (lo, _) in zip(ctx.x_shape[2:], ctx.pads))
-            dx = xp.moveaxis(dxp[(slice(None),) + crop].reshape((N,) + ctx.x_shape[2:] + (C,)), -1, 1)
-            if ctx.unbatched:
-                dx = dx[0]
-        return dx, dw, db
+            db = channel_sum(ctx.xp, grad)
+        return (dx[0] if ctx.unbatched and dx is not None else dx), dw, db
+
+    # Beyond first order: conv is bilinear, and so are its two gradients, each an op of its own whose
+    # gradients are the other two (dx = ConvInputGrad(g, w), dw = ConvWeightGrad(x, g)): any order.
+    @staticmethod
+    def vjp(ctx, grad):
+        weight, x = ctx.saved_tensors[0], ctx.saved_tensors[2]
+        need_x, need_w, need_b = ctx.needs_input_grad[:3]
+        geo = _Geometry(ctx)
+        return (ConvInputGrad.apply(grad, weight, geo=geo) if need_x else None,
+                ConvWeightGrad.apply(x, grad, geo=geo) if need_w else None,
+                grad.sum(dim=(0,) + tuple(range(2, grad.ndim))) if need_b and grad.ndim > ctx.nd + 1 else
+                grad.sum(dim=tuple(range(1, grad.ndim))) if need_b else None)
+
+    @classmethod
+    def jvp(cls, primals, tangents, out, **options):
+        (x, w, b), (tx, tw, tb) = primals, tangents
+        shape = (-1,) + (1,) * cls.nd
+        return tsum(None if tx is None else cls.apply(tx, w, None, **options),
+                    None if tw is None else cls.apply(x, tw, None, **options),
+                    None if tb is None else tb.reshape(shape))
+
+
+def _input_grad(ctx, grad, weight):
+    """dx = col2im(g @ W_k) for batched ``grad`` (N, O, *out): one GEMM and one strided add per offset."""
+    xp, nd, G = ctx.xp, ctx.nd, ctx.groups
+    N, C = ctx.x_shape[:2]
+    O, Cg = weight.shape[:2]
+    Og, NL = O // G, N * math.prod(ctx.out)
+    gmt = xp.moveaxis(grad, 1, -1).reshape(NL, G, Og).swapaxes(0, 1)   # (G, N*L, Og)
+    K = math.prod(ctx.kernel)
+    wk = xp.ascontiguousarray(weight.reshape(G, Og, Cg, K).transpose(0, 3, 1, 2))   # (G, K, Og, Cg)
+    dcols = matmul(xp, gmt[:, None], wk)           # (G, K, N*L, Cg): one GEMM per offset
+    padded = tuple(s + lo + hi for s, (lo, hi) in zip(ctx.x_shape[2:], ctx.pads))
+    # col2im in channels-last memory (N, *padded, G, Cg): each offset adds runs of channels
+    dxp = ctx.empty((N,) + padded + (G, Cg), weight.dtype)
+    dxp.fill(0)
+    src_axes = (1,) + tuple(range(2, 2 + nd)) + (0, 2 + nd)            # -> N, *out, G, Cg
+    for k, offs in enumerate(itertools.product(*(range(n) for n in ctx.kernel))):
+        sl = kernel_slices(offs, ctx.out, ctx.stride, ctx.dilation)
+        dxp[(slice(None),) + sl] += dcols[:, k].reshape((G, N) + ctx.out + (Cg,)).transpose(src_axes)
+    crop = tuple(slice(lo, lo + s) for s, (lo, _) in zip(ctx.x_shape[2:], ctx.pads))
+    return xp.moveaxis(dxp[(slice(None),) + crop].reshape((N,) + ctx.x_shape[2:] + (C,)), -1, 1)
+
+
+def _weight_grad(ctx, grad, cols, weight_shape):
+    """(dW, db or None) = g^T @ cols for batched ``grad``; db comes from the ones column when cols has it."""
+    xp, G = ctx.xp, ctx.groups
+    O, Cg = weight_shape[:2]
+    Og, NL = O // G, grad.shape[0] * math.prod(ctx.out)
+    gmt = xp.moveaxis(grad, 1, -1).reshape(NL, G, Og).swapaxes(0, 1)   # a view when grad is channels-last
+    dw = matmul(xp, gmt.swapaxes(1, 2), cols)      # (G, Og, Kg [+ 1])
+    Kg, db = Cg * math.prod(ctx.kernel), None
+    if dw.shape[2] > Kg:                            # the ones column: its weight is the bias
+        db, dw = dw[:, :, Kg].reshape(O), dw[:, :, :Kg]
+    if ctx.kc:                                      # (kernel offset, channel) -> weight's order
+        dw = dw.reshape(G, Og, -1, Cg).swapaxes(2, 3)
+    return dw.reshape(weight_shape), db
+
+
+class _Geometry:
+    """A convolution's geometry, handed from its node to the two gradient ops (which recompute with it)."""
+    FIELDS = ("nd", "kernel", "stride", "dilation", "pads", "groups", "out", "x_shape", "kc", "unbatched")
+
+    def __init__(self, ctx):
+        for name in self.FIELDS:
+            setattr(self, name, getattr(ctx, name))
+
+
+def _adopt(ctx, geo):
+    for name in _Geometry.FIELDS:
+        setattr(ctx, name, getattr(geo, name))
+    ctx.geo = geo
+
+
+class ConvInputGrad(Function):
+    """dx of a convolution, ``(g, w) -> conv's input gradient``: bilinear, with gradients
+    d/dg = conv(h, w) and d/dw = ConvWeightGrad(h, g) for an incoming ``h``."""
+    name = "conv_input_grad"
+
+    @staticmethod
+    def forward(ctx, grad, weight, *, geo):
+        _adopt(ctx, geo)
+        ctx.save_for_backward(grad, weight)
+        dx = _input_grad(ctx, grad[None] if geo.unbatched else grad, weight)
+        return dx[0] if geo.unbatched else dx
+
+    @staticmethod
+    def backward(ctx, h):
+        g, w = ctx.saved_tensors
+        hb, gb = (h[None], g[None]) if ctx.unbatched else (h, g)
+        cols = _im2col(ctx, hb, False)
+        dg = _conv_cols(ctx, cols, w)
+        dw = _weight_grad(ctx, gb, cols, w.shape)[0] if ctx.needs_input_grad[1] else None
+        return (dg[0] if ctx.unbatched else dg) if ctx.needs_input_grad[0] else None, dw
+
+    @staticmethod
+    def vjp(ctx, h):
+        g, w = ctx.saved_tensors
+        conv = _CONVS[ctx.nd]
+        return (conv.apply(h, w, None, stride=ctx.stride, pads=ctx.pads, dilation=ctx.dilation,
+                           groups=ctx.groups) if ctx.needs_input_grad[0] else None,
+                ConvWeightGrad.apply(h, g, geo=ctx.geo) if ctx.needs_input_grad[1] else None)
+
+    @staticmethod
+    def jvp(primals, tangents, out, geo):
+        (g, w), (tg, tw) = primals, tangents
+        return tsum(None if tg is None else ConvInputGrad.apply(tg, w, geo=geo),
+                    None if tw is None else ConvInputGrad.apply(g, tw, geo=geo))
+
+
+class ConvWeightGrad(Function):
+    """dW of a convolution, ``(x, g) -> conv's weight gradient``: bilinear, with gradients
+    d/dx = ConvInputGrad(g, h) and d/dg = conv(x, h) for an incoming ``h``."""
+    name = "conv_weight_grad"
+
+    @staticmethod
+    def forward(ctx, x, grad, *, geo):
+        _adopt(ctx, geo)
+        xb, gb = (x[None], grad[None]) if geo.unbatched else (x, grad)
+        ctx.kc = is_channels_last(xb)
+        O = gb.shape[1]
+        ctx.save_for_backward(x, grad)
+        ctx.weight_shape = (O, xb.shape[1] // geo.groups) + tuple(geo.kernel)
+        return _weight_grad(ctx, gb, _im2col(ctx, xb, False), ctx.weight_shape)[0]
+
+    @staticmethod
+    def backward(ctx, h):
+        x, g = ctx.saved_tensors
+        xb, gb = (x[None], g[None]) if ctx.unbatched else (x, g)
+        dx = _input_grad(ctx, gb, h) if ctx.needs_input_grad[0] else None
+        dg = None
+        if ctx.needs_input_grad[1]:
+            dg = _conv_cols(ctx, _im2col(ctx, xb, False), h)
+        return ((dx[0] if ctx.unbatched else dx) if dx is not None else None,
+                (dg[0] if ctx.unbatched else dg) if dg is not None else None)
+
+    @staticmethod
+    def vjp(ctx, h):
+        x, g = ctx.saved_tensors
+        conv = _CONVS[ctx.nd]
+        return (ConvInputGrad.apply(g, h, geo=ctx.geo) if ctx.needs_input_grad[0] else None,
+                conv.apply(x, h, None, stride=ctx.stride, pads=ctx.pads, dilation=ctx.dilation,
+                           groups=ctx.groups) if ctx.needs_input_grad[1] else None)
+
+    @staticmethod
+    def jvp(primals, tangents, out, geo):
+        (x, g), (tx, tg) = primals, tangents
+        return tsum(None if tx is None else ConvWeightGrad.apply(tx, g, geo=geo),
+                    None if tg is None else ConvWeightGrad.apply(x, tg, geo=geo))
+
+
+def _conv_cols(ctx, cols, weight):
+    """The convolution of the input ``cols`` (im2col'd, without bias) with ``weight``: (N, O, *out)."""
+    y = matmul(ctx.xp, cols, _weight_matrix(ctx.xp, weight, None, ctx.groups, ctx.kc).swapaxes(1, 2))
+    N, O = y.shape[1] // math.prod(ctx.out), weight.shape[0]
+    return ctx.xp.moveaxis(y.swapaxes(0, 1).reshape((N,) + ctx.out + (O,)), -1, 1)
 
 
 class Conv1d(_ConvNd):
@@ -166,6 +300,9 @@ class Conv1d(_ConvNd):
 class Conv2d(_ConvNd):
     name = "conv2d"
     nd = 2
+
+
+_CONVS = {1: Conv1d, 2: Conv2d}
 
 
 def check_groups(op, groups):

@@ -1,7 +1,7 @@
 """embedding: rows of ``weight`` picked by integer indices; backward scatter-adds (repeats accumulate)."""
 from ...autograd.function import Function
 from ...errors import ArgumentError, DTypeError, OpIndexError, ShapeError
-from ..indexing import scatter_add
+from ..indexing import IndexScatter, SetItem, scatter_add
 
 
 class Embedding(Function):
@@ -22,6 +22,17 @@ class Embedding(Function):
         if ctx.padding_idx is not None:
             dw[ctx.padding_idx] = 0
         return None, dw
+
+    @staticmethod
+    def vjp(ctx, grad):
+        indices, = ctx.saved_tensors
+        dw = IndexScatter.apply(grad.reshape(-1, ctx.weight_shape[1]), in_shape=ctx.weight_shape,
+                                index=indices.array.reshape(-1))
+        return None, dw if ctx.padding_idx is None else SetItem.apply(dw, 0.0, index=ctx.padding_idx)
+
+    @staticmethod
+    def jvp(primals, tangents, out, padding_idx):
+        return Embedding.apply(primals[0], tangents[1], padding_idx=padding_idx)
 
 
 def _check_embedding(indices, weight, padding_idx):

@@ -88,6 +88,20 @@ class FlashAttention(Function):
         return out
 
     @staticmethod
+    def vjp(ctx, grad):
+        q, k, v, _, _, mask = ctx.saved_tensors
+        if mask is not None and ctx.needs_input_grad[3]:
+            mask = ctx.input_as(3, mask.array)   # a broadcast view of the mask: the mask's place in the graph
+        fn = lambda q, k, v, m: attention_in_ops(q, k, v, m, ctx.scale, ctx.causal)  # noqa: E731
+        return ctx.partials(fn, (q, k, v, mask), grad, ctx.needs_input_grad)
+
+    @staticmethod
+    def jvp(primals, tangents, out, is_causal=False, scale=None, block_size=BLOCK):
+        from .._rules import composite_jvp
+        scale = 1.0 / math.sqrt(primals[0].shape[-1]) if scale is None else float(scale)
+        return composite_jvp(lambda q, k, v, m: attention_in_ops(q, k, v, m, scale, is_causal), primals, tangents)
+
+    @staticmethod
     def backward(ctx, grad):
         xp = ctx.xp
         q, k, v, out, lse, mask = ctx.saved_tensors
@@ -156,3 +170,23 @@ def flash_attention(q, k, v, attn_mask=None, is_causal=False, scale=None, block_
     with O(L) memory instead of O(L S). ``block_size``: query and key rows per tile."""
     return FlashAttention.apply(q, k, v, attn_mask, is_causal=bool(is_causal), scale=scale,
                                 block_size=int(block_size))
+
+
+def attention_in_ops(q, k, v, mask, scale, causal, drop=None):
+    """softmax(q k^T * scale + mask) (* drop) @ v in minigrad ops, with this module's semantics (a fully
+    masked row gives zeros): what both attention ops differentiate for higher order and forward mode."""
+    from ..elementwise import where
+    from .._rules import const
+    from .activation import softmax
+    s = (q @ k.transpose(-1, -2)) * scale
+    xp = s.device.xp
+    L, S = s.shape[-2:]
+    if causal:
+        s = s.masked_fill(const(s, xp.triu(xp.ones((L, S), dtype=bool), 1)), -xp.inf)
+    elif mask is not None and mask.array.dtype.kind == "b":
+        s = s.masked_fill(const(s, ~mask.array), -xp.inf)
+    elif mask is not None:
+        s = s + mask
+    alive = const(s, xp.isfinite(s.array).any(axis=-1, keepdims=True))   # rows with a position to attend
+    p = where(alive, softmax(where(alive, s, 0.0), -1), 0.0)
+    return (p if drop is None else p * drop) @ v

@@ -8,6 +8,7 @@ import functools
 from ...autograd.function import Function
 from ...backend.gemm import matmul
 from ...errors import ShapeError
+from .._rules import tsum
 from ._util import check_same_dtype
 
 
@@ -36,6 +37,22 @@ class Linear(Function):
         dw = mm(g2.T, x.reshape(-1, in_f), out=ctx.empty((out_f, in_f), dt)) if need_w else None
         db = g2.sum(axis=0, out=ctx.empty((out_f,), dt)) if need_b else None
         return dx, dw, db
+
+    @staticmethod
+    def vjp(ctx, grad):
+        x, weight = ctx.saved_tensors
+        out_f, in_f = weight.shape
+        g2 = grad.reshape(-1, out_f)
+        need_x, need_w, need_b = ctx.needs_input_grad
+        dx = (g2 @ weight).reshape(x.shape) if need_x else None
+        dw = g2.transpose(0, 1) @ x.reshape(-1, in_f) if need_w else None
+        return dx, dw, g2.sum(dim=0) if need_b else None
+
+    @staticmethod
+    def jvp(primals, tangents, out):
+        (x, w, _), (tx, tw, tb) = primals, tangents
+        return tsum(None if tx is None else Linear.apply(tx, w, None),
+                    None if tw is None else Linear.apply(x, tw, None), tb)
 
 
 def _check_linear(x, weight, bias):

@@ -1,5 +1,6 @@
-"""Losses: cross_entropy (fused, stable log-softmax + NLL), nll_loss, mse_loss, l1_loss, smooth_l1_loss,
-huber_loss, binary_cross_entropy, binary_cross_entropy_with_logits.
+"""Losses over classes: cross_entropy (fused, stable log-softmax + NLL) and nll_loss; the pointwise losses
+(mse_loss, l1_loss, smooth_l1_loss, huber_loss, binary_cross_entropy, binary_cross_entropy_with_logits) are in
+pointwise_loss.py and re-exported here.
 
 Semantics follow PyTorch. For class-index targets with per-class ``weight`` w, ``ignore_index`` and label
 smoothing eps over C classes, with logp = log_softmax(x, dim=1) and only non-ignored positions i:
@@ -8,47 +9,20 @@ smoothing eps over C classes, with logp = log_softmax(x, dim=1) and only non-ign
 For probability targets (floating, the logits' shape), t <- (1 - eps) t + eps / C,
 loss_i = -sum_c w[c] t[i, c] logp[i, c] and 'mean' divides by the number of samples.
 """
-import warnings
-
-import numpy as np  # shape arithmetic only
-
 from ...autograd.function import Function
 from ...errors import ArgumentError, DTypeError, OpIndexError, ShapeError
-from .._args import quiet
-from ._util import check_dtype_like, check_reduction, check_tensors, save, saved
-from .activation import stable_sigmoid
+from .._rules import composite_jvp, const
+from ._util import (check_dtype_like, check_reduction, check_tensors, grad_scale, reduce_in_ops, reduce_loss, save,
+                    saved)
+from .pointwise_loss import (BinaryCrossEntropy, BinaryCrossEntropyWithLogits, MseLoss, SmoothL1Loss,  # noqa: F401
+                             binary_cross_entropy, binary_cross_entropy_with_logits, huber_loss, l1_loss, mse_loss,
+                             smooth_l1_loss)
 
 
 def _log_softmax(xp, x, dim):
     shifted = x - x.max(axis=dim, keepdims=True)
     shifted -= xp.log(xp.exp(shifted).sum(axis=dim, keepdims=True))
     return shifted
-
-
-def _reduce(xp, loss, reduction, denom=None):
-    """(result array, scale factor for backward)."""
-    if reduction == "none":
-        return loss, None
-    total = loss.sum()
-    if reduction == "sum":
-        return xp.asarray(total, dtype=loss.dtype), 1.0
-    n = float(loss.size if denom is None else denom)  # a Python float: never promotes float32
-    if n == 0:
-        return xp.asarray(xp.nan, dtype=loss.dtype), 0.0
-    return xp.asarray(total / n, dtype=loss.dtype), 1.0 / n
-
-
-def _weighted_reduce(ctx, xp, raw, weight, reduction):
-    """The elementwise loss times ``weight`` (if any), reduced; records what backward needs to scale by."""
-    loss = raw if weight is None else raw * weight
-    out, ctx.factor = _reduce(xp, loss, reduction)
-    ctx.reduction, ctx.loss_shape = reduction, loss.shape
-    return out
-
-
-def _grad_scale(grad, reduction, factor):
-    """The per-element factor of d(result)/d(loss_i): grad itself for 'none', grad * factor otherwise."""
-    return grad if reduction == "none" else (grad * factor).astype(grad.dtype, copy=False)
 
 
 def _classes_shape(x):
@@ -116,7 +90,7 @@ class CrossEntropy(Function):
             w_b = 1.0 if weight is None else weight.reshape(_classes_shape(x))
             smooth = -(logp * w_b).sum(axis=1) * valid
             loss = (1.0 - eps) * loss + (eps / C) * smooth
-        out, ctx.factor = _reduce(xp, loss, reduction, denom=w_t.sum())
+        out, ctx.factor = reduce_loss(xp, loss, reduction, denom=w_t.sum())
         ctx.probs = False
         save(ctx, logp, safe, valid, w_t, weight)
         return out[0] if reduction == "none" and len(ctx.x_shape) == 1 else out
@@ -132,7 +106,7 @@ class CrossEntropy(Function):
         wt = t if weight is None else t * weight.reshape(_classes_shape(x))
         logp = _log_softmax(xp, x, 1)
         loss = -(wt * logp).sum(axis=1)
-        out, ctx.factor = _reduce(xp, loss, ctx.reduction)
+        out, ctx.factor = reduce_loss(xp, loss, ctx.reduction)
         ctx.probs = True
         save(ctx, logp, wt, weight)
         return out[0] if ctx.reduction == "none" and len(ctx.x_shape) == 1 else out
@@ -140,7 +114,7 @@ class CrossEntropy(Function):
     @staticmethod
     def backward(ctx, grad):
         xp, eps = ctx.xp, ctx.eps
-        scale = _grad_scale(grad, ctx.reduction, ctx.factor)
+        scale = grad_scale(grad, ctx.reduction, ctx.factor)
         if ctx.reduction == "none" and len(ctx.x_shape) == 1:
             scale = scale[None]
         if ctx.probs:
@@ -172,6 +146,67 @@ class CrossEntropy(Function):
             else:
                 dx += (weight.sum() * p - weight.reshape(_classes_shape(logp))) * b
         return dx.reshape(ctx.x_shape), None, None
+
+    @staticmethod
+    def vjp(ctx, grad):
+        # log_softmax is shift-invariant: the saved log-probabilities stand in for the logits (same
+        # derivatives of every order), connected to the logits' place in the graph
+        if ctx.probs:
+            logp, wt, weight = saved(ctx)
+            z = ctx.input_as(0, logp.array.reshape(ctx.x_shape))
+            target = ctx.input_as(1, ctx.xp.zeros(ctx.x_shape, logp.array.dtype))
+            w_b = 1.0 if weight is None else weight.detach().reshape(_classes_shape(logp))
+            coef = (1.0 - ctx.eps) * w_b      # wt = target (1 - eps) w + constants: linear in the target
+            fn = lambda z, t: _ce_probs(z, wt.detach().reshape(ctx.x_shape) + (t - t.detach()) * coef,  # noqa
+                                        ctx.reduction, ctx.factor, ctx.x_shape)
+            dx, dt = ctx.partials(fn, (z, target), grad, ctx.needs_input_grad[:2])
+            return dx, dt, None
+        logp, safe, valid, w_t, weight = saved(ctx)
+        z = ctx.input_as(0, logp.array.reshape(ctx.x_shape))
+        fn = lambda z: _ce_classes(z, safe.array, valid.array, w_t.detach(), weight, ctx.eps,  # noqa: E731
+                                   ctx.reduction, ctx.factor, ctx.x_shape)
+        return ctx.partials(fn, (z,), grad, ctx.needs_input_grad[:1])[0], None, None
+
+    @staticmethod
+    def jvp(primals, tangents, out, ignore_index, reduction, label_smoothing):
+        x, target, weight = primals
+        if _probability_targets(x.array, target.array):
+            C = x.shape[0] if x.ndim == 1 else x.shape[1]
+            w = None if weight is None else weight.detach().reshape(_classes_shape(x.array if x.ndim > 1 else x.array[None]))
+            fn = lambda x, t: _ce_probs(  # noqa: E731
+                x, (t * (1.0 - label_smoothing) + label_smoothing / C) * (1.0 if w is None else w), reduction,
+                _factor(out, x, reduction), x.shape)
+            return composite_jvp(fn, (x, target), tangents[:2])
+        xd, _, safe, valid, w_t, _ = _class_targets(x.array, target.array, None if weight is None else weight.array,
+                                                    ignore_index)
+        fn = lambda x: _ce_classes(x, safe, valid, const(x, w_t), weight, label_smoothing, reduction,  # noqa
+                                   None if reduction != "mean" else 1.0 / float(w_t.sum()), x.shape)
+        return composite_jvp(fn, (x,), tangents[:1])
+
+
+def _factor(out, x, reduction):
+    return None if reduction != "mean" else 1.0 / (x.numel() // (x.shape[-1] if x.ndim == 1 else x.shape[1]))
+
+
+def _ce_classes(z, safe, valid, w_t, weight, eps, reduction, factor, x_shape):
+    """cross_entropy with class-index targets in minigrad ops (for higher order and forward mode)."""
+    from .activation import log_softmax
+    logp = log_softmax(z.reshape((1,) + tuple(x_shape)) if len(x_shape) == 1 else z, 1)
+    loss = -(w_t * logp.gather(1, const(z, safe[:, None])).squeeze(1))
+    if eps > 0:
+        w_b = 1.0 if weight is None else weight.detach().reshape(_classes_shape(logp))
+        smooth = -(logp * w_b).sum(dim=1) * const(z, valid.astype(logp.array.dtype))
+        loss = loss * (1.0 - eps) + smooth * (eps / logp.shape[1])
+    out = reduce_in_ops(loss, reduction, factor)
+    return out[0] if reduction == "none" and len(x_shape) == 1 else out
+
+
+def _ce_probs(z, wt, reduction, factor, x_shape):
+    from .activation import log_softmax
+    if len(x_shape) == 1:
+        z, wt = z.reshape((1,) + tuple(x_shape)), wt.reshape((1,) + tuple(x_shape))
+    out = reduce_in_ops(-(wt * log_softmax(z, 1)).sum(dim=1), reduction, factor)
+    return out[0] if reduction == "none" and len(x_shape) == 1 else out
 
 
 def _probability_targets(x, target):
@@ -213,7 +248,7 @@ class NllLoss(Function):
         ctx.x_shape, ctx.reduction = x.shape, reduction
         x, target, safe, _, w_t, C = _class_targets(x, target, weight, ignore_index)
         picked = xp.take_along_axis(x, safe[:, None], axis=1)[:, 0]
-        out, ctx.factor = _reduce(xp, -(w_t * picked), reduction, denom=w_t.sum())
+        out, ctx.factor = reduce_loss(xp, -(w_t * picked), reduction, denom=w_t.sum())
         ctx.C = C
         ctx.save_for_backward(safe, w_t)
         return out[0] if reduction == "none" and len(ctx.x_shape) == 1 else out
@@ -222,12 +257,26 @@ class NllLoss(Function):
     def backward(ctx, grad):
         xp = ctx.xp
         safe, w_t = ctx.saved_tensors
-        scale = _grad_scale(grad, ctx.reduction, ctx.factor)
+        scale = grad_scale(grad, ctx.reduction, ctx.factor)
         if ctx.reduction == "none" and len(ctx.x_shape) == 1:
             scale = scale[None]
         onehot = xp.arange(ctx.C).reshape((1, ctx.C) + (1,) * (safe.ndim - 1)) == safe[:, None]
         dx = onehot * (-(w_t * scale))[:, None]
         return dx.reshape(ctx.x_shape), None, None
+
+    @staticmethod
+    def vjp(ctx, grad):   # linear in the input: the gradient depends on grad only
+        safe, w_t = ctx.node.saved_tensors
+        scale = grad if ctx.reduction == "none" else grad * ctx.factor
+        if ctx.reduction == "none" and len(ctx.x_shape) == 1:
+            scale = scale.reshape(1)
+        onehot = ctx.xp.arange(ctx.C).reshape((1, ctx.C) + (1,) * (safe.ndim - 1)) == safe[:, None]
+        dx = const(ctx, onehot * -w_t[:, None]) * (scale.unsqueeze(1) if scale.ndim else scale)
+        return dx.reshape(ctx.x_shape), None, None
+
+    @staticmethod
+    def jvp(primals, tangents, out, ignore_index, reduction):
+        return NllLoss.apply(tangents[0], primals[1], primals[2], ignore_index=ignore_index, reduction=reduction)
 
 
 def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
@@ -236,204 +285,3 @@ def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
     check_reduction("nll_loss", reduction)
     _check_class_targets("nll_loss", input, target, weight, int(ignore_index))
     return NllLoss.apply(input, target, weight, ignore_index=int(ignore_index), reduction=reduction)
-
-
-class MseLoss(Function):
-    name = "mse_loss"
-
-    @staticmethod
-    def forward(ctx, a, b, *, reduction):
-        d = a - b
-        out, ctx.factor = _reduce(ctx.xp, d * d, reduction)
-        ctx.reduction = reduction
-        ctx.save_for_backward(d)
-        return out
-
-    @staticmethod
-    def backward(ctx, grad):
-        d, = ctx.saved_tensors
-        g = d * (2.0 * _grad_scale(grad, ctx.reduction, ctx.factor))
-        return g, (-g if ctx.needs_input_grad[1] else None)
-
-
-def _check_pointwise_loss(op, a, b):
-    """mse/l1/smooth_l1/huber: shapes that broadcast (a warning when they differ), one dtype."""
-    try:
-        shape = np.broadcast_shapes(a.shape, b.shape)
-    except ValueError:
-        raise ShapeError(f"{op}: input shape {tuple(a.shape)} and target shape {tuple(b.shape)} cannot be "
-                         f"broadcast together") from None
-    if tuple(a.shape) != tuple(b.shape):
-        warnings.warn(f"{op}: using a target size {tuple(b.shape)} that is different to the input size "
-                      f"{tuple(a.shape)}; they will be broadcast to {tuple(shape)}, which is likely not "
-                      f"what you want", UserWarning, stacklevel=3)
-    if a.array.dtype != b.array.dtype:
-        raise DTypeError(f"{op}: input dtype {a.array.dtype} differs from target dtype {b.array.dtype}")
-
-
-def mse_loss(input, target, reduction="mean"):
-    check_tensors("mse_loss", input=input, target=target)
-    check_reduction("mse_loss", reduction)
-    _check_pointwise_loss("mse_loss", input, target)
-    return MseLoss.apply(input, target, reduction=reduction)
-
-
-def l1_loss(input, target, reduction="mean"):
-    """mean (or sum, or none) of |input - target|; composed: the gradient of abs at 0 is 0, as PyTorch's."""
-    check_tensors("l1_loss", input=input, target=target)
-    check_reduction("l1_loss", reduction)
-    _check_pointwise_loss("l1_loss", input, target)
-    d = (input - target).abs()
-    return d if reduction == "none" else d.sum() if reduction == "sum" else d.mean()
-
-
-class SmoothL1Loss(Function):
-    """With d = x - t: 0.5 d^2 / beta where |d| < beta, |d| - 0.5 beta elsewhere (times ``scale``: the Huber
-    loss with delta = beta is smooth_l1 * beta). beta = 0 is the L1 loss."""
-    name = "smooth_l1_loss"
-
-    @staticmethod
-    def forward(ctx, a, b, *, reduction, beta, scale):
-        xp = ctx.xp
-        d = a - b
-        ad = xp.abs(d)
-        small = ad < beta
-        loss = xp.where(small, (0.5 / beta if beta else 0.0) * d * d, ad - 0.5 * beta)
-        if scale != 1.0:
-            loss *= scale
-        out, ctx.factor = _reduce(xp, loss, reduction)
-        ctx.reduction, ctx.beta, ctx.scale = reduction, beta, scale
-        ctx.save_for_backward(d, small)
-        return out
-
-    @staticmethod
-    def backward(ctx, grad):
-        xp = ctx.xp
-        d, small = ctx.saved_tensors
-        slope = xp.where(small, d * (1.0 / ctx.beta if ctx.beta else 0.0), xp.sign(d))
-        g = slope * (ctx.scale * _grad_scale(grad, ctx.reduction, ctx.factor))
-        return g, (-g if ctx.needs_input_grad[1] else None)
-
-
-def _smooth_l1(op, input, target, reduction, beta, scale):
-    check_tensors(op, input=input, target=target)
-    check_reduction(op, reduction)
-    _check_pointwise_loss(op, input, target)
-    if isinstance(beta, bool) or not isinstance(beta, (int, float)) or beta < 0:
-        raise ArgumentError(f"{op}: {'delta' if op == 'huber_loss' else 'beta'} must be a non-negative number, "
-                            f"got {beta!r}")
-    return SmoothL1Loss.apply(input, target, reduction=reduction, beta=float(beta), scale=float(scale))
-
-
-def smooth_l1_loss(input, target, reduction="mean", beta=1.0):
-    """Quadratic below ``beta``, linear above: 0.5 d^2 / beta if |d| < beta else |d| - 0.5 beta."""
-    return _smooth_l1("smooth_l1_loss", input, target, reduction, beta, 1.0)
-
-
-def huber_loss(input, target, reduction="mean", delta=1.0):
-    """0.5 d^2 if |d| <= delta else delta (|d| - 0.5 delta): ``smooth_l1_loss`` with beta = delta, times delta."""
-    if isinstance(delta, (int, float)) and not isinstance(delta, bool) and delta <= 0:
-        raise ArgumentError(f"huber_loss: delta must be positive, got {delta!r}")
-    return _smooth_l1("huber_loss", input, target, reduction, delta, delta)
-
-
-class BinaryCrossEntropy(Function):
-    """loss = -w [t log(x) + (1 - t) log(1 - x)] on probabilities x in [0, 1]; each log is clamped at -100
-    (PyTorch's rule, so x = 0 or 1 gives a finite loss), and the gradient's denominator x (1 - x) at 1e-12."""
-    name = "binary_cross_entropy"
-
-    @staticmethod
-    def forward(ctx, x, t, weight, *, reduction):
-        for label, arr in (("target", t), ("weight", weight)):
-            check_dtype_like(ctx.name, label, arr, x)
-        xp = ctx.xp
-        with quiet():       # log(0) = -inf, then clamped: PyTorch is silent here
-            log_x = xp.maximum(xp.log(x), -100.0)
-            log_1mx = xp.maximum(xp.log1p(-x), -100.0)
-        raw = -(t * log_x + (1.0 - t) * log_1mx)
-        save(ctx, x, t, weight, log_x, log_1mx, raw)
-        return _weighted_reduce(ctx, xp, raw, weight, reduction)
-
-    @staticmethod
-    def backward(ctx, grad):
-        xp = ctx.xp
-        x, t, weight, log_x, log_1mx, raw = saved(ctx)
-        need_x, need_t, need_w = ctx.needs_input_grad
-        s = _grad_scale(grad, ctx.reduction, ctx.factor)
-        sw = s if weight is None else s * weight
-        dx = (x - t) / xp.maximum(x * (1.0 - x), 1e-12) * sw if need_x else None
-        dt = (log_1mx - log_x) * sw if need_t else None
-        dw = xp.broadcast_to(raw * s, ctx.loss_shape) if need_w else None
-        return dx, dt, dw
-
-
-def binary_cross_entropy(input, target, weight=None, reduction="mean"):
-    """Binary cross-entropy of probabilities ``input`` (in [0, 1]) against ``target`` (same shape);
-    ``weight`` rescales each element (broadcast). Prefer ``binary_cross_entropy_with_logits`` on logits."""
-    op = "binary_cross_entropy"
-    check_tensors(op, input=input, target=target, weight=weight)
-    check_reduction(op, reduction)
-    if tuple(target.shape) != tuple(input.shape):
-        raise ShapeError(f"{op}: target size {tuple(target.shape)} must be the same as input size "
-                         f"{tuple(input.shape)}")
-    x = input.array
-    if bool(((x < 0) | (x > 1)).any()):
-        raise ArgumentError(f"{op}: all elements of input should be between 0 and 1 (got values outside; "
-                            f"apply sigmoid first, or use binary_cross_entropy_with_logits on logits)")
-    return BinaryCrossEntropy.apply(input, target, weight, reduction=reduction)
-
-
-class BinaryCrossEntropyWithLogits(Function):
-    """loss = (1 - t) x + lw * softplus(-x), lw = 1 + (pos_weight - 1) t, all times weight.
-
-    softplus(-x) = log1p(exp(-|x|)) + max(-x, 0) never overflows, so huge logits give finite losses.
-    """
-    name = "binary_cross_entropy_with_logits"
-
-    @staticmethod
-    def forward(ctx, x, t, weight, pos_weight, *, reduction):
-        for label, arr in (("target", t), ("weight", weight), ("pos_weight", pos_weight)):
-            check_dtype_like(ctx.name, label, arr, x)
-        xp = ctx.xp
-        sp = xp.log1p(xp.exp(-xp.abs(x))) + xp.maximum(-x, 0)
-        lw = None if pos_weight is None else 1.0 + (pos_weight - 1.0) * t
-        raw = (1.0 - t) * x + (sp if lw is None else lw * sp)
-        save(ctx, x, t, weight, pos_weight, sp, raw)
-        return _weighted_reduce(ctx, xp, raw, weight, reduction)
-
-    @staticmethod
-    def backward(ctx, grad):
-        xp = ctx.xp
-        x, t, weight, pos_weight, sp, raw = saved(ctx)
-        need_x, need_t, need_w, need_pw = ctx.needs_input_grad
-        s = _grad_scale(grad, ctx.reduction, ctx.factor)
-        sw = s if weight is None else s * weight
-        dx = dt = dw = dpw = None
-        if need_x:  # d/dx = (1 - t) - lw * sigmoid(-x)
-            sig_neg = stable_sigmoid(xp, -x)
-            lw = 1.0 if pos_weight is None else 1.0 + (pos_weight - 1.0) * t
-            dx = ((1.0 - t) - lw * sig_neg) * sw
-        if need_t:  # d/dt = -x + (pos_weight - 1) softplus(-x)
-            dt = (-x if pos_weight is None else (pos_weight - 1.0) * sp - x) * sw
-        if need_w:
-            dw = xp.broadcast_to(raw * s, ctx.loss_shape)
-        if need_pw:
-            dpw = xp.broadcast_to(t * sp * sw, ctx.loss_shape)
-        return dx, dt, dw, dpw
-
-
-def _check_bce_with_logits(x, t, weight, pos_weight):
-    op = "binary_cross_entropy_with_logits"
-    if tuple(t.shape) != tuple(x.shape):
-        raise ShapeError(f"{op}: target size {tuple(t.shape)} must be the same as input size {tuple(x.shape)}")
-
-
-def binary_cross_entropy_with_logits(input, target, weight=None, reduction="mean", pos_weight=None):
-    """Sigmoid + binary cross-entropy in the stable form (finite for huge logits).
-
-    loss = weight * [(1 - t) x + (1 + (pos_weight - 1) t) * softplus(-x)]."""
-    check_tensors("binary_cross_entropy_with_logits", input=input, target=target, weight=weight,
-                  pos_weight=pos_weight)
-    check_reduction("binary_cross_entropy_with_logits", reduction)
-    _check_bce_with_logits(input, target, weight, pos_weight)
-    return BinaryCrossEntropyWithLogits.apply(input, target, weight, pos_weight, reduction=reduction)

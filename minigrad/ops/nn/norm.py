@@ -10,6 +10,7 @@ from ...autograd.extensions import outside_apply
 from ...autograd.function import Function
 from ...errors import ArgumentError, ShapeError
 from ..inplace import bump
+from .._rules import composite_jvp
 from ._util import channel_sum, check_dtype_like, save, saved
 
 
@@ -34,8 +35,8 @@ class LayerNorm(Function):
         var = (xc * xc).mean(axis=dims, keepdims=True)
         rstd = 1.0 / xp.sqrt(var + eps)
         x_hat = xc * rstd
-        ctx.dims = dims
-        save(ctx, x_hat, rstd, weight)
+        ctx.dims, ctx.eps = dims, eps
+        save(ctx, x_hat, rstd, weight, x)   # x: for the second derivative (vjp)
         out = x_hat * weight if weight is not None else x_hat.copy()
         if bias is not None:
             out += bias
@@ -43,7 +44,7 @@ class LayerNorm(Function):
 
     @staticmethod
     def backward(ctx, grad):
-        x_hat, rstd, weight = saved(ctx)
+        x_hat, rstd, weight, _ = saved(ctx)
         dims = ctx.dims
         need_x, need_w, need_b = ctx.needs_input_grad
         lead = tuple(range(grad.ndim - len(dims)))
@@ -56,6 +57,32 @@ class LayerNorm(Function):
         if need_b:
             db = grad.sum(axis=lead)
         return dx, dw, db
+
+    @staticmethod
+    def vjp(ctx, grad):
+        _, _, weight, x = saved(ctx)
+        need_x, need_w, need_b = ctx.needs_input_grad
+        dx, dw = ctx.partials(lambda x, w: _normalise(x, w, None, ctx.dims, ctx.eps), (x, weight), grad,
+                          (need_x, need_w))
+        return dx, dw, grad.sum(dim=tuple(range(grad.ndim - len(ctx.dims)))) if need_b else None
+
+    @staticmethod
+    def jvp(primals, tangents, out, normalized_shape, eps):
+        dims = tuple(range(primals[0].ndim - len(normalized_shape), primals[0].ndim))
+        return composite_jvp(lambda x, w, b: _normalise(x, w, b, dims, eps), primals, tangents)
+
+
+def _normalise(x, weight, bias, dims, eps, stats=None):
+    """(x - mean) / sqrt(var + eps) * weight + bias in minigrad ops (differentiable again): the
+    normalisation of both norms for higher order and forward mode. ``stats``: fixed (mean, rstd)."""
+    if stats is None:
+        xc = x - x.mean(dim=dims, keepdim=True)
+        y = xc * ((xc * xc).mean(dim=dims, keepdim=True) + eps).rsqrt()
+    else:
+        y = (x - stats[0]) * stats[1]
+    if weight is not None:
+        y = y * weight
+    return y if bias is None else y + bias
 
 
 def _check_layer_norm(x, ns, weight, bias):
@@ -83,7 +110,7 @@ class BatchNorm(Function):
         xp = ctx.xp
         C = x.shape[1]
         bshape = (1, C) + (1,) * (x.ndim - 2)
-        ctx.training = training
+        ctx.training, ctx.eps = training, eps
         if training:
             m = x.size // C
             mean = channel_sum(xp, x).reshape(bshape) / m
@@ -101,7 +128,7 @@ class BatchNorm(Function):
         rstd = 1.0 / xp.sqrt(var + eps)
         x_hat = xc * rstd
         w = None if weight is None else weight.reshape(bshape)
-        save(ctx, x_hat, rstd, weight)
+        save(ctx, x_hat, rstd, weight, x)   # x: for the second derivative (vjp)
         out = x_hat * w if w is not None else x_hat.copy()
         if bias is not None:
             out += bias.reshape(bshape)
@@ -109,7 +136,7 @@ class BatchNorm(Function):
 
     @staticmethod
     def backward(ctx, grad):
-        x_hat, rstd, weight = saved(ctx)
+        x_hat, rstd, weight, _ = saved(ctx)
         need_x, _, _, need_w, need_b = ctx.needs_input_grad
         xp = ctx.xp
         C = grad.shape[1]
@@ -125,6 +152,32 @@ class BatchNorm(Function):
         if need_b:
             db = channel_sum(xp, grad)
         return dx, None, None, dw, db
+
+    @staticmethod
+    def vjp(ctx, grad):
+        x_hat, rstd, weight, x = saved(ctx)
+        need_x, _, _, need_w, need_b = ctx.needs_input_grad
+        # eval mode: x_hat = (x - running_mean) * rstd is linear in x; written around the saved values
+        stats = None if ctx.training else (x.detach() - x_hat.detach() / rstd.detach(), rstd.detach())
+        dx, dw = ctx.partials(lambda x, w: _batch_normalise(x, w, None, ctx.eps, stats), (x, weight), grad,
+                          (need_x, need_w))
+        return dx, None, None, dw, grad.sum(dim=(0,) + tuple(range(2, grad.ndim))) if need_b else None
+
+    @staticmethod
+    def jvp(primals, tangents, out, training, momentum, eps):
+        x, running_mean, running_var = primals[:3]
+        stats = None
+        if not training:   # the running statistics are constants here (forward already used them)
+            shape = (1, -1) + (1,) * (x.ndim - 2)
+            stats = (running_mean.detach().reshape(shape), (running_var.detach().reshape(shape) + eps).rsqrt())
+        return composite_jvp(lambda x, w, b: _batch_normalise(x, w, b, eps, stats),
+                             (x,) + tuple(primals[3:]), (tangents[0],) + tuple(tangents[3:]))
+
+
+def _batch_normalise(x, weight, bias, eps, stats):
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    return _normalise(x, None if weight is None else weight.reshape(shape),
+                      None if bias is None else bias.reshape(shape), (0,) + tuple(range(2, x.ndim)), eps, stats)
 
 
 def _check_batch_norm(x, running_mean, running_var, weight, bias, training, momentum):

@@ -14,6 +14,7 @@ from ...autograd.function import Function
 from ...backend.layout import empty_in_order, in_order, memory_order
 from ...errors import ArgumentError, ShapeError
 from .._args import wrap
+from .._rules import const, tsum
 from ._util import kernel_slices, ntuple, pad_spatial, windows
 
 
@@ -150,6 +151,17 @@ class _MaxPoolNd(Function):
         contributions = lambda offs, dst: xp.multiply(grad, next(hits), out=dst)  # noqa: E731
         return _col2im(ctx, xp, x.shape, x.dtype, order, contributions)
 
+    # Beyond first order: max pooling is linear in x where the maxima stay put (piecewise linear), so its
+    # tangent is the tangent picked at the maxima, and its vjp the transpose of that, both in minigrad ops
+    @staticmethod
+    def vjp(ctx, grad):
+        x, out = ctx.node.saved_tensors
+        return _transpose(ctx, lambda t: _max_tangent(ctx, x, out, t), x, grad)
+
+    @classmethod
+    def jvp(cls, primals, tangents, out, **options):
+        return _max_tangent(_geometry(cls, primals[0], **options), primals[0].array, out.array, tangents[0])
+
 
 class MaxPool1d(_MaxPoolNd):
     name = "max_pool1d"
@@ -198,6 +210,15 @@ class _AvgPoolNd(Function):
         contributions = lambda offs, dst: g if dst is None else ctx.xp.copyto(dst, g)  # noqa: E731
         return _col2im(ctx, ctx.xp, ctx.in_shape, ctx.dtype, ctx.order, contributions)
 
+    @staticmethod
+    def vjp(ctx, grad):   # linear: the transpose of the window sums, in minigrad ops
+        like = ctx.xp.zeros(ctx.in_shape[1:] if ctx.unbatched else ctx.in_shape, grad.array.dtype)
+        return _transpose(ctx, lambda t: _avg_tangent(ctx, t), like, grad)
+
+    @classmethod
+    def jvp(cls, primals, tangents, out, **options):
+        return cls.apply(tangents[0], **options)
+
 
 class AvgPool1d(_AvgPoolNd):
     name = "avg_pool1d"
@@ -237,6 +258,65 @@ class AdaptiveAvgPool2d(Function):
     @staticmethod
     def backward(ctx, grad):
         return ctx.ah.T @ (grad @ ctx.aw)
+
+    @staticmethod
+    def vjp(ctx, grad):
+        return const(ctx, ctx.ah.T) @ (grad @ const(ctx, ctx.aw))
+
+    @staticmethod
+    def jvp(primals, tangents, out, output_size):
+        return AdaptiveAvgPool2d.apply(tangents[0], output_size=output_size)
+
+
+# --- the tangents of pooling in minigrad ops (forward mode, and transposed: the vjp for higher order) ---
+class _Geometry:
+    """A pooling's geometry as its forward computes it, for tangents outside a node (forward mode)."""
+    empty, empty_like = Function.empty, Function.empty_like
+
+    def __init__(self, nd, x, kernel, stride, pads, dilation, ceil_mode):
+        self.nd, self.device, self.xp = nd, x.device, x.device.xp
+        self.unbatched = x.ndim == nd + 1
+        self.out, self.extra = pool_geometry(x.shape[-nd:], kernel, stride, pads, dilation, ceil_mode)
+        self.kernel, self.stride, self.pads, self.dilation = kernel, stride, pads, dilation
+
+
+def _geometry(cls, x, kernel, stride, pads, dilation=None, ceil_mode=False, **_):
+    return _Geometry(cls.nd, x, kernel, stride, pads, dilation or (1,) * cls.nd, ceil_mode)
+
+
+def _window_slices(geo, t):
+    """The tangent ``t`` zero-padded like the input, cut into one strided slice per kernel offset."""
+    from ..shape_copy import Pad
+    t4 = t.unsqueeze(0) if geo.unbatched else t
+    widths = ((0, 0), (0, 0)) + tuple((p, p + e) for p, e in zip(geo.pads, geo.extra))
+    tp = Pad.apply(t4, widths=widths, value=0.0) if any(map(any, widths)) else t4
+    return [tp[(slice(None), slice(None)) + kernel_slices(offs, geo.out, geo.stride, geo.dilation)]
+            for offs in itertools.product(*(range(k) for k in geo.kernel))]
+
+
+def _max_tangent(geo, x, out, t):
+    """max pooling's tangent: ``t`` at each window's (first) maximum (x, out: the arrays)."""
+    from ..elementwise import where
+    xp = geo.xp
+    x4, out4 = (x[None], out[None]) if geo.unbatched else (x, out)
+    low = -xp.inf if x.dtype.kind == "f" else xp.iinfo(x.dtype).min
+    hits = _first_max_hits(geo, xp, _pad(geo, x4, low), out4)
+    res = tsum(*(where(const(t, hit), part, 0.0) for hit, part in zip(hits, _window_slices(geo, t))))
+    return res[0] if geo.unbatched else res
+
+
+def _avg_tangent(geo, t):
+    res = tsum(*_window_slices(geo, t))
+    res = res / (geo.div if isinstance(geo.div, float) else const(t, geo.div))
+    return res[0] if geo.unbatched else res
+
+
+def _transpose(ctx, tangent, like, grad):
+    """The vjp of an op linear in its input (here, for fixed maxima) from its tangent map: the gradient
+    of <tangent(t), grad> with respect to t (``like``: an array of the input's shape and dtype)."""
+    t = const(grad, grad.device.xp.zeros(like.shape, like.dtype))
+    t.requires_grad = True
+    return ctx.partials(tangent, (t,), grad, (True,))[0]
 
 
 def pool_args(op, nd, kernel_size, stride, padding, dilation=1):
