@@ -2,8 +2,8 @@
 
 ``python -m autograder gradescope-bundle a1`` writes ``dist/a1_autograd_gradescope.zip`` holding
 
-    setup.sh          makes /autograder/venv with requirements.txt (pinned numpy, nbformat, tqdm and what this
-                      assignment's grading needs: ``needs(a)``); Gradescope runs it once, building the image
+    setup.sh          makes /autograder/venv with requirements.txt (pinned numpy, ml_dtypes, nbformat, tqdm, and
+                      what the assignment's grading needs: ``needs(a)``); Gradescope runs it once (the image)
     run_autograder    Gradescope runs it per submission: grades /autograder/submission with the hidden
                       cases and writes /autograder/results/results.json, with that environment's Python
     minigrad/         the library (imported from the source folder; no demos, no corpora)
@@ -49,7 +49,7 @@ fi
 
 #: What grading needs besides the standard library; pinned to the versions installed where the bundle is
 #: built (so Gradescope grades with what the instructor tested).
-REQUIREMENTS = ("numpy", "nbformat", "tqdm")
+REQUIREMENTS = ("numpy", "ml_dtypes", "nbformat", "tqdm")   # ml_dtypes: minigrad's bfloat16
 
 RUN_AUTOGRADER = """\
 #!/usr/bin/env bash
@@ -101,7 +101,7 @@ def _imported_modules(a: Assignment) -> set[str]:
 
 
 def needs(a: Assignment | None = None) -> list[str]:
-    """The distributions grading `a` needs: numpy, nbformat, tqdm, those its spec declares
+    """The distributions grading `a` needs: numpy, ml_dtypes, nbformat, tqdm, those its spec declares
     (``Assignment.requirements``: a4's scikit-learn, which minigrad.datasets imports), and the installed
     distributions of the third-party modules its files import (optional ones, such as threadpoolctl
     behind a try, only when installed here)."""

@@ -9,10 +9,11 @@ from . import errors
 from ._version import __version__  # noqa: F401
 from .backend import dtypes as _dtypes
 from .backend.device import Device, device
-from .backend.dtypes import (DType, bool_ as bool, double, float, float16, float32, float64, half, int,
+from .backend.dtypes import (DType, bfloat16, bool_ as bool, double, float, float16, float32, float64, half, int,
                              int8, int16, int32, int64, long, uint8)
 from .errors import OutOfMemoryError
 from .tensor import Tensor, tensor
+from .tensor_base import Size
 from . import autograd, cuda
 from . import memory  # noqa: E402  (a feature layer: the core never imports it)
 from .autograd import (enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled, no_grad,

@@ -109,6 +109,8 @@ class _Encoder:
             return {"type": "str", "value": obj}
         if isinstance(obj, Tensor):
             host = obj.array if obj.device.type == "cpu" and isinstance(obj.array, np.ndarray) else np.asarray(obj)
+            if obj.dtype is _dtypes.bfloat16:   # .npy has no bfloat16: its bits, as uint16 (PyTorch's own trick)
+                host = host.view(np.uint16)
             return {"type": "tensor", "ref": self._add_array(obj, host), "dtype": obj.dtype.name,
                     "device": str(obj.device), "requires_grad": bool(obj.requires_grad),
                     **_objects.tensor_flags(obj)}
@@ -334,6 +336,8 @@ class _Decoder:
             dtype = _dtypes.to_dtype(node["dtype"])
         except Exception:
             self.fail(f"unknown tensor dtype {node.get('dtype')!r}")
+        if dtype is _dtypes.bfloat16 and arr.dtype == np.uint16:
+            arr = arr.view(dtype.np_dtype)
         if dtype.np_dtype != arr.dtype:
             self.fail(f"tensor {ref!r} is stored as {arr.dtype} but described as {dtype.name}")
         dev = self.device if self.device is not None else node.get("device", "cpu")

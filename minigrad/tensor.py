@@ -13,12 +13,13 @@ from .ops.linalg import LinalgMethods
 from .ops.nn.activation import ActivationMethods
 from .ops.reduce import ReduceMethods
 from .ops.shape import ShapeMethods
+from .ops.sort import SortMethods
 from .ops.transfer import TransferMethods
 from .tensor_base import TensorBase, tensor  # noqa: F401  (``tensor`` is re-exported: mg.tensor)
 
 
 class Tensor(TensorBase, ElementwiseMethods, CompareMethods, ReduceMethods, LinalgMethods, ShapeMethods,
-             IndexingMethods, InplaceMethods, TransferMethods, ActivationMethods):
+             IndexingMethods, InplaceMethods, TransferMethods, ActivationMethods, SortMethods):
     """A multi-dimensional array on a device, with autograd. ``mg.tensor(data)`` makes one from data;
     ops make the rest."""
     __slots__ = ()

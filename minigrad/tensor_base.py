@@ -10,13 +10,41 @@ class together: ``class Tensor(TensorBase, ElementwiseMethods, ...)``. The split
 ordinary class definitions: ops check ``isinstance(x, TensorBase)`` and make results with
 ``TensorBase._make``, so they never import ``tensor.py``, which imports them.
 """
+import math
+
 import numpy as np
 
+from ._tensor_str import array_str
 from .autograd import engine as _engine, extensions as _ext, function as _function, grad_mode
 from .autograd.function import AccumulateGrad, RemovableHandle, VersionCounter
 from .backend import dtypes
 from .backend.device import CPU, device as _device, get_backend
 from .errors import AutogradError, DTypeError, ShapeError
+
+
+class Size(tuple):
+    """A tensor's shape (``t.shape``, ``t.size()``): a tuple of ints with PyTorch's ``numel()``; slicing it
+    or adding a tuple gives a ``Size`` again. Ops read their arrays' shapes (plain tuples) instead."""
+    __slots__ = ()
+
+    def numel(self):
+        return math.prod(self)
+
+    def __getitem__(self, i):
+        got = tuple.__getitem__(self, i)
+        return Size(got) if isinstance(i, slice) else got
+
+    def __add__(self, other):
+        return Size(tuple.__add__(self, tuple(other)))
+
+    def __radd__(self, other):
+        return Size(tuple(other) + tuple(self))
+
+    def __repr__(self):
+        return f"minigrad.Size([{', '.join(str(n) for n in self)}])"
+
+
+_size = tuple.__new__
 
 
 class TensorBase:
@@ -60,7 +88,7 @@ class TensorBase:
     # --- metadata ---------------------------------------------------------------------------------
     @property
     def shape(self):
-        return self.array.shape
+        return _size(Size, self.array.shape)
 
     @property
     def ndim(self):
@@ -91,7 +119,7 @@ class TensorBase:
         return self.array.nbytes
 
     def size(self, dim=None):
-        return self.array.shape if dim is None else self.array.shape[dim]
+        return _size(Size, self.array.shape) if dim is None else self.array.shape[dim]
 
     def dim(self):
         return self.array.ndim
@@ -99,11 +127,13 @@ class TensorBase:
     def numel(self):
         return int(self.array.size)
 
+    nelement = numel
+
     def element_size(self):
         return self.array.itemsize
 
     def is_floating_point(self):
-        return self.array.dtype.kind == "f"
+        return self.array.dtype.kind in dtypes.FLOAT_KINDS
 
     def __len__(self):
         if self.array.ndim == 0:
@@ -186,12 +216,13 @@ class TensorBase:
         return bool(self.item())
 
     def __repr__(self):
+        """PyTorch's printed form (``_tensor_str.py``): ``tensor([0.5000, 1.2500], requires_grad=True)``."""
         if _ext.host_reads:
             _ext.host_read(self, "repr")
         arr = get_backend(self.device).to_host(self.array)
-        body = np.array2string(arr, separator=", ", prefix="tensor(", precision=4,
-                               threshold=200, edgeitems=3)
         extra = []
+        if arr.size == 0 and arr.ndim != 1:
+            extra.append(f"size={tuple(arr.shape)}")
         if self.device is not CPU:
             extra.append(f"device='{self.device}'")
         if self.array.dtype not in (np.float32, np.int64, np.bool_):
@@ -200,7 +231,14 @@ class TensorBase:
             extra.append(f"grad_fn={self.grad_fn!r}")  # <Mul>: the node is the Mul op's ctx
         elif self.requires_grad:
             extra.append("requires_grad=True")
-        return "tensor(" + body + "".join(", " + e for e in extra) + ")"
+        return "tensor(" + array_str(arr) + "".join(", " + e for e in extra) + ")"
+
+    def __format__(self, spec):
+        """PyTorch's rule: a 0-d tensor formats as its value (``f"{loss:.4f}"``; ``f"{loss}"`` is ``1.5``);
+        other tensors print as ``str()`` with an empty spec and refuse any other."""
+        if self.array.ndim == 0:
+            return format(self.item(), spec)
+        return object.__format__(self, spec)
 
     # --- autograd ---------------------------------------------------------------------------------
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
@@ -216,7 +254,7 @@ class TensorBase:
             return acc
 
     def requires_grad_(self, requires_grad=True):
-        if requires_grad and self.array.dtype.kind not in "fc":
+        if requires_grad and self.array.dtype.kind not in "fcV":   # V: bfloat16
             raise DTypeError(f"requires_grad_: only floating point tensors can require gradients "
                              f"(got {self.dtype})")
         if not requires_grad and self.grad_fn is not None:

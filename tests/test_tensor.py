@@ -302,13 +302,13 @@ def test_detach_clone_requires_grad_(device):
 def test_repr(device):
     assert repr(mg.tensor([1.0, 2.0])) == "tensor([1., 2.])"
     assert repr(mg.tensor([1, 2])) == "tensor([1, 2])"
-    assert repr(mg.tensor(3.5)) == "tensor(3.5)"
-    assert repr(mg.tensor([True])) == "tensor([ True])"
+    assert repr(mg.tensor(3.5)) == "tensor(3.5000)"              # PyTorch's format: _tensor_str.py
+    assert repr(mg.tensor([True])) == "tensor([True])"
     assert repr(mg.tensor([1.0], dtype=mg.float64)) == "tensor([1.], dtype=minigrad.float64)"
     assert repr(mg.tensor([1.0], requires_grad=True)) == "tensor([1.], requires_grad=True)"
     x = mg.tensor([1.0], requires_grad=True)
     assert repr(x * 2) == "tensor([2.], grad_fn=<Mul>)"  # PyTorch: <MulBackward0>
-    assert "..." in repr(mg.arange(1000))
+    assert "..." in repr(mg.arange(1001)) and "..." not in repr(mg.arange(1000))   # PyTorch: > 1000
     assert repr(mg.tensor([[1.0, 2.0], [3.0, 4.0]])) == "tensor([[1., 2.],\n        [3., 4.]])"
     if device.type != "cpu":
         assert f"device='{device}'" in repr(mg.ones(1, device=device))

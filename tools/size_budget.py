@@ -9,7 +9,7 @@ is longer than CORE_LIMIT lines in all; prints the largest files and the core's 
 
 The limits, and why (docs/ARCHITECTURE.md repeats them):
 - FILE_LIMIT = 500: the largest files after the core-layout clean-up have about 480 lines.
-- CORE_LIMIT = 8900: the core had about 5,900 lines after the clean-up (limit 6500 then); issue 21 added
+- CORE_LIMIT = 9100: the core had about 5,900 lines after the clean-up (limit 6500 then); issue 21 added
   ~200 lines for reasons of the core's own: mixed precision is cast inside each op's dispatch
   (autograd/opmath.py, ~100 lines, replacing amp/_numpy_opmath.py's wrappers), Tensor's methods are defined
   in classes (one mixin per op family) instead of bound from a list of names, and the extension points
@@ -22,18 +22,22 @@ The limits, and why (docs/ARCHITECTURE.md repeats them):
   rule (``jvp``) beside ``forward``/``backward`` (~75 Functions, ~12 lines each, plus the companion ops conv's
   and getitem's gradients need: ConvInputGrad, ConvWeightGrad, IndexScatter, Erf), the create_graph sweep
   (autograd/higher_order.py), forward mode (autograd/forward_ad.py) and gradgradcheck. They are the core's own
-  (an op's derivatives belong beside its forward), so the limit rose instead of moving them out. The headroom
+  (an op's derivatives belong beside its forward), so the limit rose instead of moving them out. Issue 24's second part
+  added ~180 lines of Tensor surface PyTorch programs use: PyTorch's printed form (_tensor_str.py, 59 lines,
+  counted as core because tensor_base.py imports it), ``Size``, ``__format__``, the ``new_*`` factories,
+  ``view_as`` and bfloat16 (the dtype, float32 arithmetic at dispatch, the "V" kind where floats are
+  checked). The headroom
   is for the next features' extension points, not for features (those live outside the core).
 """
 import pathlib
 import sys
 
 FILE_LIMIT = 500
-CORE_LIMIT = 8900
+CORE_LIMIT = 9100
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 TREES = ("minigrad", "autograder")
 CORE = ("minigrad/tensor.py", "minigrad/tensor_base.py", "minigrad/errors.py", "minigrad/creation.py",
-        "minigrad/random.py", "minigrad/autograd", "minigrad/ops", "minigrad/backend")
+        "minigrad/random.py", "minigrad/_tensor_str.py", "minigrad/autograd", "minigrad/ops", "minigrad/backend")
 
 
 def line_counts(root=ROOT):

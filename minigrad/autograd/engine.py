@@ -10,6 +10,7 @@ import math
 import threading
 import weakref
 
+from ..backend.dtypes import FLOAT_KINDS
 from ..errors import AutogradError, GradientError, InplaceModificationError
 from . import extensions, function, higher_order, mode as _mode, opmath
 from .function import LEGACY_PROMOTION, AccumulateGrad
@@ -186,7 +187,8 @@ def _conform(ig, shape, dtype, g, node, i):
         # a float gradient of the output's dtype is legitimate type promotion (float32 * float64 input),
         # and so is one of the dtype the node computed in (autocast: opmath.py); NumPy 1.x also promotes
         # float32 0-d arrays with Python floats. Cast those back.
-        if ig.dtype.kind == dtype.kind == "f" and (ig.dtype == g.dtype or ig.dtype == node._compute or (
+        floats = ig.dtype.kind in FLOAT_KINDS and dtype.kind in FLOAT_KINDS    # FLOAT_KINDS: bfloat16 too
+        if floats and (ig.dtype == g.dtype or ig.dtype == node._compute or (
                 LEGACY_PROMOTION and ig.dtype.itemsize > dtype.itemsize)):
             return opmath.convert(node.device.backend, ig, dtype)  # in the device's storage (the pool)
         raise GradientError(f"{node.name}: backward returned a {ig.dtype} gradient for input {i} of "

@@ -60,6 +60,7 @@ import threading
 
 import numpy as np
 
+from ..backend.dtypes import FLOAT_KINDS, bfloat16
 from . import mode as _mode
 from .opmath import widen
 
@@ -84,6 +85,20 @@ class Casts:
 
     def __repr__(self):
         return f"Casts(dtype={self.dtype}, compute={self.compute})"
+
+
+def bfloat16_casts(raw):
+    """The ``Casts`` of an op with a bfloat16 input and no autocast: when its floating inputs promote to
+    bfloat16, it computes in float32 and rounds its output to bfloat16 (NumPy has no bfloat16 arithmetic;
+    ``ml_dtypes``' loops would also sum in bfloat16: 256 + 1 == 256). Mixed with wider floats, the op
+    runs as NumPy promotes (float32 or float64)."""
+    floats = [a.dtype for a in raw if getattr(a, "dtype", None) is not None and a.dtype.kind in FLOAT_KINDS]
+    if np.result_type(*floats).kind != "V":
+        return None
+    return _BF16_F32
+
+
+_BF16_F32 = Casts(bfloat16.np_dtype, np.float32)
 
 
 _seq = itertools.count()   # registration order, shared by every registry and thread

@@ -22,6 +22,7 @@ import collections
 import contextvars
 import itertools
 
+from ..backend.dtypes import FLOAT_KINDS
 from ..errors import AutogradError
 from . import extensions, function
 
@@ -71,7 +72,7 @@ def make_dual(tensor, tangent, *, level=None):
     if tuple(tangent.shape) != tuple(tensor.shape):
         raise ForwardADError(f"make_dual: tangent of shape {tuple(tangent.shape)} for a primal of shape "
                              f"{tuple(tensor.shape)}")
-    if tensor.array.dtype.kind != "f" or tangent.array.dtype.kind != "f":
+    if tensor.array.dtype.kind not in FLOAT_KINDS or tangent.array.dtype.kind not in FLOAT_KINDS:
         raise ForwardADError(f"make_dual: primal and tangent must be floating point, got {tensor.dtype} and "
                              f"{tangent.dtype}")
     if tangent.device != tensor.device:
@@ -113,7 +114,7 @@ def _forward_ad(op, args, kwargs, run):
     if level is None or all(t is None for t in tangents):
         return run()
     out = run()
-    if out.array.dtype.kind != "f":
+    if out.array.dtype.kind not in FLOAT_KINDS:
         return out
     if op.jvp is None:
         raise ForwardADError(f"{op.name}: this op has no forward-mode rule (jvp), so forward AD can't go "

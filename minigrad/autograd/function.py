@@ -13,6 +13,7 @@ import re
 import weakref
 from operator import itemgetter
 
+import ml_dtypes
 import numpy as np
 
 from ..backend.device import get_backend
@@ -25,7 +26,8 @@ _mode_get = _mode.get
 _process = _mode.process
 Tensor = None  # the Tensor class, handed over by minigrad/tensor.py: see bind_tensor_class
 
-_FLOATING = frozenset("fc")
+_FLOATING = frozenset("fcV")   # "V": bfloat16 (backend/dtypes.py)
+_BF16 = np.dtype(ml_dtypes.bfloat16)
 _new = object.__new__
 # NumPy < 2 promotes float32 0-d arrays combined with Python floats to float64 (value-based casting);
 # NumPy 2 (NEP 50) keeps float32. Under NumPy 1.x, results are cast back to their inputs' float dtype.
@@ -203,6 +205,7 @@ class Function:
         raw = []            # arguments with tensors unwrapped to their arrays
         needs = []          # needs_input_grad
         edges = []          # per argument: (the input's node, its shape, its dtype), or None
+        low = False         # a bfloat16 input? (the op then computes in float32: extensions.bfloat16_casts)
         for a in args:
             if isinstance(a, Tensor):
                 d = a.device
@@ -212,6 +215,8 @@ class Function:
                     raise DeviceError(f"{cls.name}: tensors on different devices ({device}, {d})")
                 data = a.array
                 raw.append(data)
+                if data.dtype is _BF16:
+                    low = True
                 if a.requires_grad and enabled:
                     track = True
                     needs.append(True)
@@ -229,6 +234,8 @@ class Function:
             ctx.fused = be.fused
         ctx.device = device
         ctx.needs_input_grad = tuple(needs)
+        if low and casts is None and not cls.exact_dtype:
+            casts = extensions.bfloat16_casts(raw)
         if casts is not None:   # the op runs at another precision: inputs converted here (no Cast op)
             kept = opmath.convert_inputs(casts, args, raw, be)
         elif hooks is not None and track:   # saves of an op that is not recorded are never read: not packed

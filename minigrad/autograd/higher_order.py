@@ -18,6 +18,7 @@ The rest of the sweep is the first-order one (topological order, hooks, un-broad
 in-place checks, accumulation), with Tensor arithmetic instead of array arithmetic: a leaf's ``.grad`` is
 replaced by ``grad + new`` (out of place, so it stays differentiable) instead of ``+=``.
 """
+from ..backend.dtypes import FLOAT_KINDS
 from ..errors import AutogradError, GradientError
 from . import forward_ad, function, grad_mode
 from .function import AccumulateGrad, Function
@@ -111,9 +112,9 @@ def saved_tensors(node):
             continue
         t = Tensor._make(s, node.device)
         index = origin.get(position)
-        if index is not None and s.dtype.kind == "f" and forward_ad.saved_tangent(node, index) is not None:
+        if index is not None and s.dtype.kind in FLOAT_KINDS and forward_ad.saved_tangent(node, index) is not None:
             t._fw = (forward_ad._current.get(), forward_ad.saved_tangent(node, index))
-        if index is not None and s.dtype.kind == "f":
+        if index is not None and s.dtype.kind in FLOAT_KINDS:
             source = node if index < 0 else node._next[index][0] if node._next[index] is not None else None
             if source is not None:
                 t.requires_grad = True
@@ -158,7 +159,7 @@ def _conform(g, shape, dtype, node, i):
             g = g.sum(dim=axes, keepdim=True)
         g = g.reshape(tuple(shape))
     if g.array.dtype != dtype:
-        if g.array.dtype.kind != "f" or dtype.kind != "f":
+        if g.array.dtype.kind not in FLOAT_KINDS or dtype.kind not in FLOAT_KINDS:   # bfloat16 is "V"
             raise GradientError(f"{node.name}: backward returned a {g.array.dtype} gradient for input {i} of "
                                 f"dtype {dtype}")
         g = g.to(dtype)

@@ -21,6 +21,7 @@ float16 and only the inputs are converted.
 """
 import numpy as np
 
+from ..backend.dtypes import FLOAT_KINDS
 from ..backend.layout import empty_in_order, memory_order
 
 Tensor = None  # set by function.bind_tensor_class
@@ -45,7 +46,7 @@ def convert_inputs(casts, args, raw, be):
     dtype, compute, cast = casts.dtype, casts.compute, casts.cast
     kept = []
     for i, a in enumerate(args):
-        if not isinstance(a, Tensor) or raw[i].dtype.kind != "f":
+        if not isinstance(a, Tensor) or raw[i].dtype.kind not in FLOAT_KINDS:
             continue
         if cast is not None:
             stored, computed = cast(a)

@@ -10,7 +10,7 @@ import os
 
 import numpy as np
 
-from ..errors import DeviceError
+from ..errors import DeviceError, DTypeError
 from .array import ArrayBackend
 from .device import register_backend
 
@@ -61,10 +61,12 @@ class CupyBackend(ArrayBackend):  # pragma: no cover - needs a GPU
         self.fused = cuda_kernels
 
     def empty(self, shape, dtype):
+        _no_bfloat16(dtype)
         with self._cuda_device:
             return self.xp.empty(shape, dtype)
 
     def asarray(self, obj, dtype=None):
+        _no_bfloat16(dtype if dtype is not None else getattr(obj, "dtype", None))
         with self._cuda_device:
             return self.xp.asarray(obj, dtype=dtype)
 
@@ -73,6 +75,12 @@ class CupyBackend(ArrayBackend):  # pragma: no cover - needs a GPU
 
     def synchronize(self):
         self._cuda_device.synchronize()
+
+
+def _no_bfloat16(dtype):
+    if dtype is not None and np.dtype(dtype).kind == "V":   # pragma: no cover - needs a GPU
+        raise DTypeError("cuda: CuPy has no bfloat16 (minigrad's bfloat16 is NumPy's, through ml_dtypes); "
+                         "use float16 on the GPU (mg.cuda.is_bf16_supported() is False)")
 
 
 def _factory(dev):

@@ -1,7 +1,17 @@
-"""minigrad dtypes: thin, printable names over NumPy dtypes (``mg.float32`` prints like ``torch.float32``)."""
+"""minigrad dtypes: thin, printable names over NumPy dtypes (``mg.float32`` prints like ``torch.float32``).
+
+``bfloat16`` is the ``ml_dtypes`` package's NumPy dtype (8 exponent bits, as float32, and 8 significant
+bits). NumPy files it under kind ``"V"`` (a user-defined dtype), not ``"f"``: minigrad asks
+``dtype.kind in FLOAT_KINDS`` where it means "floating point" of an array. Ops on bfloat16 compute in
+float32 and round their results to bfloat16 (``autograd/extensions.py: bfloat16_casts``), as PyTorch's
+CPU kernels do.
+"""
+import ml_dtypes
 import numpy as np
 
 from ..errors import DTypeError
+
+FLOAT_KINDS = "fV"   # NumPy kinds of minigrad's floating dtypes ("V": bfloat16; no other "V" dtype is accepted)
 
 
 class DType:
@@ -10,7 +20,7 @@ class DType:
     def __init__(self, name, np_dtype):
         self.name = name
         self.np_dtype = np.dtype(np_dtype)
-        self.is_floating_point = self.np_dtype.kind == "f"
+        self.is_floating_point = self.np_dtype.kind in FLOAT_KINDS
         self.itemsize = self.np_dtype.itemsize
 
     def __repr__(self):
@@ -21,6 +31,7 @@ class DType:
 
 
 float16 = DType("float16", np.float16)
+bfloat16 = DType("bfloat16", ml_dtypes.bfloat16)
 float32 = DType("float32", np.float32)
 float64 = DType("float64", np.float64)
 int8 = DType("int8", np.int8)
@@ -31,7 +42,7 @@ int64 = DType("int64", np.int64)
 bool_ = DType("bool", np.bool_)
 half, float, double, long, int = float16, float32, float64, int64, int32  # PyTorch aliases
 
-ALL = (float16, float32, float64, int8, uint8, int16, int32, int64, bool_)
+ALL = (float16, bfloat16, float32, float64, int8, uint8, int16, int32, int64, bool_)
 _BY_NP = {d.np_dtype: d for d in ALL}
 _BY_NAME = {d.name: d for d in ALL}
 _BY_NAME.update(half=float16, float=float32, double=float64, long=int64, int=int32)

@@ -47,12 +47,13 @@ class NumpyStorage(OpLabelled):
     def __init__(self, allocator):
         super().__init__()          # current_op: recorded as the cause of allocations (per thread)
         self.allocator = allocator
-        self._dtypes = {}           # dtype -> (array-interface typestr, itemsize); typestr '' if unpoolable
+        self._dtypes = {}           # dtype -> (array-interface typestr, itemsize, view dtype or None); typestr
+        #                             '' if unpoolable; bfloat16 (ml_dtypes, kind "V") is made as uint16, then viewed
 
     def empty(self, shape, dtype):
         """An uninitialised array of ``shape``/``dtype`` viewing a fresh pool block."""
         info = self._dtypes.get(dtype) or self._learn_dtype(dtype)
-        typestr, nbytes = info
+        typestr, nbytes, view = info
         if type(shape) is not tuple:
             shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
         for n in shape:
@@ -66,7 +67,7 @@ class NumpyStorage(OpLabelled):
         owner.block = block
         owner.allocator = self.allocator
         owner.arena = block.segment.handle
-        return np.asarray(owner)
+        return np.asarray(owner) if view is None else np.asarray(owner).view(view)
 
     def adopt(self, array):
         """Make ``array`` pool storage: unchanged if it already views a pool block, else copied into one."""
@@ -87,7 +88,10 @@ class NumpyStorage(OpLabelled):
     def _learn_dtype(self, dtype):
         dt = np.dtype(dtype)
         typestr = dt.str if dt.kind in _POOLABLE_KINDS and dt.fields is None else ""
-        info = (typestr, dt.itemsize)
+        view = None
+        if dt.kind == "V" and dt.fields is None and dt.itemsize == 2:   # bfloat16: its bits are a uint16
+            typestr, view = "<u2", dt
+        info = (typestr, dt.itemsize, view)
         self._dtypes[dtype] = self._dtypes[dt] = info
         return info
 

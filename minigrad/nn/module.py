@@ -437,6 +437,9 @@ class Module(StateDictMixin):
     def half(self):
         return self.to(dtypes.float16)
 
+    def bfloat16(self):
+        return self.to(dtypes.bfloat16)
+
     # --- repr -------------------------------------------------------------------------------------
     def extra_repr(self):
         """Override to show a layer's settings inside its repr, e.g. ``in_features=4, out_features=2``."""

@@ -60,7 +60,7 @@ def as_tensor_like(value, ref):
     if isinstance(value, Tensor):
         return value
     arr = np.asarray(value)
-    dt = ref.array.dtype if arr.dtype.kind == "f" and ref.array.dtype.kind == "f" else None
+    dt = ref.array.dtype if arr.dtype.kind == "f" and ref.array.dtype.kind in "fV" else None   # V: bfloat16
     return tensor(arr, dtype=dt, device=ref.device)
 
 

@@ -46,7 +46,7 @@ def _reduce_args(a, dim, axis, keepdim, keepdims, op):
 
 
 def _check_float(a, op):
-    if a.array.dtype.kind != "f":
+    if a.array.dtype.kind not in dtypes.FLOAT_KINDS:
         raise DTypeError(f"{op}: input dtype should be floating point, got {a.dtype} "
                          f"(call .float() first, as in PyTorch)")
 

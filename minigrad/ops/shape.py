@@ -339,7 +339,10 @@ class ShapeMethods:
     reshape, view, transpose, swapaxes, permute, t = reshape, view, transpose, transpose, permute, t
     expand, expand_as, broadcast_to, squeeze, unsqueeze = expand, expand_as, broadcast_to, squeeze, unsqueeze
     flatten, unflatten, split, chunk, narrow = flatten, unflatten, split, chunk, narrow
-    repeat, tril, triu, flip = repeat, tril, triu, flip
+    repeat, tril, triu, flip, roll = repeat, tril, triu, flip, roll
+
+    def view_as(self, other):
+        return view(self, other.array.shape)
 
     @property
     def T(self):

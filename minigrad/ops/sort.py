@@ -79,3 +79,9 @@ def topk(input, k, dim=-1, largest=True, sorted=True):
     order = _order(xp, data, d, largest)
     index = xp.take(order, xp.arange(k), axis=d)
     return _select(input, index.reshape(index.shape if input.ndim else ()), d, TopkResult)
+
+
+class SortMethods:
+    """Tensor's ``sort``, ``argsort`` and ``topk``: a mixin of ``Tensor``."""
+    __slots__ = ()
+    sort, argsort, topk = sort, argsort, topk

@@ -5,10 +5,13 @@ every other Function computes on its inputs' device, while ``ToDevice.forward`` 
 so that ``Function.apply`` wraps the result there (its graph node then belongs to ``dst``, where its
 gradient arrives). Copies go through the host, so any two backends can exchange tensors.
 """
+import numpy as np
+
 from ..autograd.function import Function
 from ..backend import dtypes
 from ..backend.device import CPU, device as _device, get_backend
-from ..tensor_base import TensorBase
+from ..errors import ArgumentError
+from ..tensor_base import TensorBase, tensor
 from ._rules import linear
 from .elementwise import cast, clone
 
@@ -98,6 +101,9 @@ class TransferMethods:
     def half(self):
         return self.to(dtypes.float16)
 
+    def bfloat16(self):
+        return self.to(dtypes.bfloat16)
+
     def long(self):
         return self.to(dtypes.int64)
 
@@ -109,3 +115,27 @@ class TransferMethods:
 
     def type_as(self, other):
         return self.to(other.dtype)
+
+    # --- new tensors with this one's dtype and device (``w.new_zeros(n, h)``), unless told otherwise ------
+    def new_empty(self, *size, dtype=None, device=None, requires_grad=False):
+        return self.new_full(_size_arg(size), 0, dtype=dtype, device=device, requires_grad=requires_grad)
+
+    def new_zeros(self, *size, dtype=None, device=None, requires_grad=False):
+        return self.new_full(_size_arg(size), 0, dtype=dtype, device=device, requires_grad=requires_grad)
+
+    def new_ones(self, *size, dtype=None, device=None, requires_grad=False):
+        return self.new_full(_size_arg(size), 1, dtype=dtype, device=device, requires_grad=requires_grad)
+
+    def new_full(self, size, fill_value, dtype=None, device=None, requires_grad=False):
+        if any(int(n) < 0 for n in size):
+            raise ArgumentError(f"new_full: negative dimension in size {tuple(size)}")
+        return self.new_tensor(np.full(tuple(size), fill_value), dtype, device, requires_grad)
+
+    def new_tensor(self, data, dtype=None, device=None, requires_grad=False):
+        """A copy of ``data`` with this tensor's dtype and device (PyTorch's rule: not ``data``'s dtype)."""
+        return tensor(data, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad)
+
+
+def _size_arg(size):
+    """``(2, 3)`` from ``f(2, 3)`` or ``f((2, 3))``."""
+    return tuple(size[0]) if len(size) == 1 and isinstance(size[0], (tuple, list)) else size

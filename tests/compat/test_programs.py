@@ -22,10 +22,6 @@ PROGRAMS = HERE / "programs"
 SHIMS = HERE / "shims"
 TIMEOUT = 600          # seconds; generous: the CI machine is small and shared
 
-# Programs that stop on a PyTorch API minigrad does not have yet: strict xfail, so the day they run the
-# marker must go (and the reason says what they stop on).
-PHASE_B = "needs the Tensor surface of issue 24's second part: {}"
-
 
 def _env():
     env = {k: v for k, v in os.environ.items() if k != "MINIGRAD_EMULATE_CUDA"}
@@ -74,7 +70,6 @@ def test_tutorial_nn_polynomial(tmp_path):
 
 
 # --- pytorch/examples: MNIST (torchvision stand-in, digits data) ----------------------------------------------
-@pytest.mark.xfail(strict=True, reason=PHASE_B.format("Tensor.view_as"))
 def test_mnist_example_trains_and_tests_with_adadelta_and_steplr(tmp_path):
     work = _copy("mnist", tmp_path)
     run_dir = local_data.prepare_mnist(work)
@@ -86,7 +81,6 @@ def test_mnist_example_trains_and_tests_with_adadelta_and_steplr(tmp_path):
     assert (Path(run_dir) / "mnist_cnn.pt").exists()
 
 
-@pytest.mark.xfail(strict=True, reason=PHASE_B.format("Tensor.view_as"))
 def test_mnist_rnn_example_lstm_batchnorm_and_dropout2d(tmp_path):
     work = _copy("mnist_rnn", tmp_path)
     run_dir = local_data.prepare_mnist(work)
@@ -119,7 +113,6 @@ def test_word_language_model_transformer_saves_and_reloads_the_whole_model(tmp_p
     assert (work / "model.pt").exists()
 
 
-@pytest.mark.xfail(strict=True, reason=PHASE_B.format("Tensor.new_zeros and .data as a Tensor (p.data.add_)"))
 @pytest.mark.parametrize("model", ["LSTM", "GRU"])
 def test_word_language_model_recurrent(model, tmp_path):
     pytest.importorskip("minigrad.onnx", reason="main.py imports torch.onnx (minigrad.onnx: the inference work)")
@@ -134,7 +127,6 @@ NANOGPT_ARGS = ["config/train_shakespeare_char.py", "--device=cpu", "--compile=F
                 "--lr_decay_iters=4", "--dropout=0.0", "--eval_interval=2"]
 
 
-@pytest.mark.xfail(strict=True, reason=PHASE_B.format("torch.bfloat16 and f'{tensor:.4f}'"))
 def test_nanogpt_trains_checkpoints_and_resumes(tmp_path):
     work = _copy("nanogpt", tmp_path)
     local_data.prepare_nanogpt(work)
