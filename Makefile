@@ -65,7 +65,7 @@ $(NP1_VENV)/.installed: pyproject.toml
 test-numpy1: $(NP1_VENV)/.installed
 	MINIGRAD_EMULATE_CUDA=1 $(NP1_VENV)/bin/python -m pytest -q -n 2 -p no:cacheprovider \
 		--ignore=tests/autograder --ignore=tests/course --ignore=tests/lectures --ignore=tests/examples \
-		--ignore=tests/benchmarks
+		--ignore=tests/benchmarks --ignore=tests/compat --ignore=tests/site
 
 # The real CUDA toolchain, no GPU needed (tests/cuda, in its own .venv-cuda: cupy-cuda12x, NVIDIA's NVRTC,
 # CUDA headers and NCCL wheels, ~1 GB): NVRTC compiles every CUDA source minigrad can generate, as CuPy hands

@@ -144,12 +144,12 @@ def test_the_navigation_follows_the_course_map():
 
 
 def test_a_new_lecture_is_discovered_without_editing_the_index():
-    """Lectures 10-13 are added later: the navigation and the course map pick a new notebook up by itself."""
-    pages = site_build.PAGES + ["lectures/13_the_8gb_card.ipynb", "assignments/a11_capstone.ipynb"]
-    index = _course_index(pages, title=lambda page: "The 8 GB card" if "13_" in page else site_build.notebook_title(page))
-    assert "\nlectures/13_the_8gb_card\n```" in index and "\nassignments/a11_capstone\n```" in index
+    """A lecture added later: the navigation and the course map pick a new notebook up by itself."""
+    pages = site_build.PAGES + ["lectures/14_next_topic.ipynb", "assignments/a12_next.ipynb"]
+    index = _course_index(pages, title=lambda page: "The next topic" if "14_" in page else site_build.notebook_title(page))
+    assert "\nlectures/14_next_topic\n```" in index and "\nassignments/a12_next\n```" in index
     rows = [line for line in index.splitlines() if line.startswith("| ") and ".ipynb" in line]
-    assert rows[-1] == "| 13 | [The 8 GB card](lectures/13_the_8gb_card.ipynb) | — | — |"
+    assert rows[-1] == "| 14 | [The next topic](lectures/14_next_topic.ipynb) | — | — |"
     assert site_build.notebook_title("lectures/09_eager_runtime.ipynb").startswith("The eager runtime")
 
 
