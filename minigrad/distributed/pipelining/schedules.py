@@ -9,6 +9,7 @@ A schedule is an *order* — a list of ("F", mb) / ("B", mb) per stage — and o
 Both idle (p-1)/(m+p-1) of the time in the pipeline's fill and drain ("bubble"); 1F1B's gain is memory.
 Gradients come out as for the whole batch: each micro-batch's loss is scaled by 1/m before its backward.
 """
+import abc
 import time
 
 from ...autograd.grad_mode import no_grad
@@ -33,14 +34,15 @@ def one_f_one_b_order(stage, num_stages, n_microbatches):
     return order + [("B", b) for b in range(n_microbatches - warmup, n_microbatches)]
 
 
-class PipelineSchedule:
+class PipelineSchedule(abc.ABC):
     """``Schedule(stage, n_microbatches, loss_fn=None)``; ``step(*inputs, target=None, losses=None)``: the first
     stage passes the whole batch's inputs, the last its ``target``; ``losses`` (a list) receives each
     micro-batch's loss on the last stage, which also gets the concatenated output back."""
 
     @staticmethod
+    @abc.abstractmethod
     def order(stage, num_stages, n_microbatches):
-        raise NotImplementedError
+        """The (kind, micro-batch) steps this stage runs, in order: each schedule's one definition."""
 
     def __init__(self, stage, n_microbatches, loss_fn=None):
         if n_microbatches < 1:

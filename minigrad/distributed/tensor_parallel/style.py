@@ -13,6 +13,7 @@ styles broadcast each weight from the group's first rank before slicing). ``Head
 minigrad's: PyTorch applies ColwiseParallel to separate q/k/v Linears, and minigrad's MultiheadAttention
 keeps them in one ``in_proj_weight`` (PyTorch's layout), which must be split per head.
 """
+import abc
 import fnmatch
 
 from ...errors import ArgumentError
@@ -50,13 +51,14 @@ class Shard:
         return f"Shard({self.dim})"
 
 
-class ParallelStyle:
+class ParallelStyle(abc.ABC):
     """How one module is parallelized: ``apply(module, group) -> the new module``."""
 
     supported = ()
 
+    @abc.abstractmethod
     def apply(self, module, group):
-        raise NotImplementedError
+        """The parallel module that replaces ``module`` on this rank of ``group``."""
 
     def _refuse(self, module):
         names = ", ".join(c.__name__ for c in self.supported)
