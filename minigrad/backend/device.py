@@ -4,6 +4,7 @@ A ``Device`` names where storage lives ('cpu', 'cuda:0'); the ``ArrayBackend`` r
 how to allocate, compute on and transfer arrays there (NumPy for cpu; CuPy for cuda, added by the GPU backend).
 """
 from ..errors import DeviceError
+from . import dtypes
 
 
 class Device:
@@ -39,6 +40,30 @@ class Device:
     def xp(self):
         """The array module (numpy or cupy) that computes on this device."""
         return get_backend(self).xp
+
+
+class ToShortcuts:
+    """``cpu()``, ``cuda()``, ``float()``, ``double()``, ``half()``, ``bfloat16()`` as calls of ``self.to``: one
+    definition for the two classes PyTorch gives them, Tensor and Module."""
+    __slots__ = ()
+
+    def cpu(self):
+        return self.to("cpu")
+
+    def cuda(self, device=None):
+        return self.to(_cuda_device(device))
+
+    def float(self):
+        return self.to(dtypes.float32)
+
+    def double(self):
+        return self.to(dtypes.float64)
+
+    def half(self):
+        return self.to(dtypes.float16)
+
+    def bfloat16(self):
+        return self.to(dtypes.bfloat16)
 
 
 _CACHE = {}
@@ -103,3 +128,8 @@ def get_backend(dev):
                               f"(is CUDA installed? see mg.cuda.is_available())")
         be = dev.backend = factory(dev)
     return be
+
+
+def _cuda_device(spec):
+    """``cuda()``'s argument: None -> 'cuda', an index -> cuda:N, a device or string as it is."""
+    return "cuda" if spec is None else device("cuda", spec) if isinstance(spec, int) else spec

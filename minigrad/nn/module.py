@@ -21,7 +21,7 @@ from collections import OrderedDict
 from ..autograd import grad_mode
 from ..autograd.grads import zero_grad
 from ..backend import dtypes
-from ..backend.device import Device, device as _device
+from ..backend.device import Device, ToShortcuts, device as _device
 from ..errors import ArgumentError, DTypeError
 from ..tensor import Tensor
 from .parameter import Parameter
@@ -55,7 +55,7 @@ def _addindent(text, n):
     return lines[0] + "\n" + "\n".join(" " * n + line for line in lines[1:])
 
 
-class Module(StateDictMixin):
+class Module(StateDictMixin, ToShortcuts):
     """Base class of layers and models: subclass it, build children in ``__init__``, define ``forward``."""
 
     training: bool
@@ -418,27 +418,8 @@ class Module(StateDictMixin):
             return out
         return self._apply(convert)
 
-    def cuda(self, device=None):
-        return self.to("cuda" if device is None else _device("cuda", device) if isinstance(device, int)
-                       else device)
-
-    def cpu(self):
-        return self.to("cpu")
-
     def type(self, dst_type):
         return self.to(dst_type)
-
-    def float(self):
-        return self.to(dtypes.float32)
-
-    def double(self):
-        return self.to(dtypes.float64)
-
-    def half(self):
-        return self.to(dtypes.float16)
-
-    def bfloat16(self):
-        return self.to(dtypes.bfloat16)
 
     # --- repr -------------------------------------------------------------------------------------
     def extra_repr(self):

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..autograd.function import Function
 from ..backend import dtypes
-from ..backend.device import CPU, device as _device, get_backend
+from ..backend.device import CPU, ToShortcuts, device as _device, get_backend
 from ..errors import ArgumentError
 from ..tensor_base import TensorBase, tensor
 from ._rules import linear
@@ -50,7 +50,7 @@ def to_device(a, dev):
     return ToDevice.apply(a, dst=dev)
 
 
-class TransferMethods:
+class TransferMethods(ToShortcuts):
     """Tensor's ``to`` (device and dtype) and its shortcuts (``cuda()``, ``half()``...): a mixin of ``Tensor``."""
     __slots__ = ()
 
@@ -82,27 +82,8 @@ class TransferMethods:
             out = clone(self)
         return out
 
-    def cpu(self):
-        return self.to("cpu")
-
-    def cuda(self, device=None):
-        return self.to("cuda" if device is None else _device("cuda", device) if isinstance(device, int)
-                       else device)
-
     def type(self, dtype=None):
         return self.dtype if dtype is None else self.to(dtype)
-
-    def float(self):
-        return self.to(dtypes.float32)
-
-    def double(self):
-        return self.to(dtypes.float64)
-
-    def half(self):
-        return self.to(dtypes.float16)
-
-    def bfloat16(self):
-        return self.to(dtypes.bfloat16)
 
     def long(self):
         return self.to(dtypes.int64)
