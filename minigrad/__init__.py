@@ -9,6 +9,7 @@ from . import errors
 from ._version import __version__  # noqa: F401
 from .backend import dtypes as _dtypes
 from .backend.device import Device, device
+from .backend.dtypes import get_default_dtype, set_default_dtype
 from .backend.dtypes import (DType, bfloat16, bool_ as bool, double, float, float16, float32, float64, half, int,
                              int8, int16, int32, int64, long, uint8)
 from .errors import OutOfMemoryError
@@ -47,11 +48,9 @@ from . import accelerator, backends  # noqa: E402  (PyTorch's device questions a
 from .legacy import (BoolTensor, ByteTensor, CharTensor, DoubleTensor, FloatTensor, HalfTensor,  # noqa: E402
                      IntTensor, LongTensor, ShortTensor)
 from . import func  # noqa: E402  (function transforms: grad, vjp, jvp, jacrev, jacfwd, hessian, vmap)
+from . import hub, jit, special  # noqa: E402  (torch.hub on local folders, torch.jit's decorators, torch.special)
+from ._tensor_str import get_printoptions, set_printoptions  # noqa: E402
 from .random import Generator, default_generator, initial_seed, manual_seed, seed, get_rng_state, set_rng_state
-
-
-def get_default_dtype():
-    return _dtypes.default_float
 
 
 def is_tensor(obj):
