@@ -1,14 +1,20 @@
 """More pointwise maths PyTorch programs use (elementwise.py holds the arithmetic and the first unary ops):
 erf / erfc, atan2, lerp. erf is the op GELU's derivative already uses (``ops/nn/activation.py: Erf``)."""
 from ..autograd.function import Function
+from ..backend import dtypes
 from ..errors import ArgumentError
-from .nn.activation import Erf
 from ..tensor_base import TensorBase as Tensor  # every Tensor is one (tensor.py imports ops)
 from ._args import operand, quiet
 from ._rules import tsum
-from .elementwise import _unary
+from .elementwise import _default_float, _unary, cast
+from .nn.activation import Erf
 
-erf = _unary(Erf)
+_erf = _unary(Erf)
+
+
+def erf(input):
+    """Elementwise erf (differentiable); an integer tensor gives the default float dtype."""
+    return _erf(input if input.array.dtype.kind in "fV" else cast(input, dtypes.default_float))
 
 
 def erfc(input):
@@ -48,8 +54,9 @@ def atan2(input, other):
     """The elementwise angle of (other, input) in radians, in [-pi, pi] (broadcasting)."""
     if not isinstance(input, Tensor):
         raise ArgumentError(f"atan2: input must be a Tensor, got {type(input).__name__}")
-    out = Atan2.apply(input, operand(other, input))
-    return out if out.array.dtype.kind == "f" else out.float()
+    other = operand(other, input)
+    out = Atan2.apply(input, other)
+    return out if out.array.dtype.char != "d" else _default_float(out, input, other)
 
 
 arctan2 = atan2
