@@ -37,7 +37,7 @@ def _entry(module, model):
     fn = getattr(module, model, None)
     if not callable(fn) or model.startswith("_"):
         raise ArgumentError(f"hub: no callable entrypoint {model!r} in hubconf.py (there are "
-                            f"{list(_entrypoints(module))})")
+                            f"{_entrypoints(module)})")
     return fn
 
 
