@@ -31,7 +31,7 @@ from .ops import (abs, add, all, allclose, amax, amin, any, argmax, argmin, bmm,
                   unsqueeze, var, where)
 from .ops import argsort, roll, sort, topk
 from .ops import (addmm, arctan2, atan2, baddbmm, bincount, diag, diagonal, einsum, erf, erfc, ger, index_select,
-                  isclose, lerp, nonzero, outer, repeat_interleave, scatter, std_mean, unique, var_mean)
+                  isclose, lerp, nonzero, outer, repeat_interleave, scatter, std_mean, trace, unique, var_mean)
 from .ops.nn.activation import log_softmax, relu, sigmoid, softmax, tanh  # torch.* has them too
 from . import nn, optim, utils, datasets  # noqa: E402  (features on top of the core)
 from . import distributed  # noqa: E402  (mpi4py / CuPy are imported only when a process group starts)

@@ -30,8 +30,10 @@ def test_hub_loads_from_a_local_folder(tmp_path):
     assert model.weight.shape == (1, 3)
     with pytest.raises(ArgumentError, match="no callable entrypoint 'big'"):
         mg.hub.load(str(tmp_path), "big", source="local")
+    before = mg.hub.get_dir()
     mg.hub.set_dir(str(tmp_path))
     assert mg.hub.get_dir() == str(tmp_path)
+    mg.hub.set_dir(before)
 
 
 def test_jit_decorators_return_what_they_decorate():

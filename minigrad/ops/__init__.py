@@ -13,7 +13,7 @@ from .elementwise import (abs, add, cast, clamp, clip, clone, cos, div, divide, 
                           neg, negative, pow, rdiv, rpow, rsqrt, rsub, sin, sqrt, square, sub, true_divide, where)
 from .indexing import gather, getitem, index_select, masked_fill, nonzero, one_hot, repeat_interleave, scatter
 from .inplace import copy_, fill_, fill_diagonal_, inplace, random_fill_, scatter_, setitem_
-from .linalg import addmm, baddbmm, bmm, diag, diagonal, einsum, ger, matmul, mm, outer
+from .linalg import addmm, baddbmm, bmm, diag, diagonal, einsum, ger, matmul, mm, outer, trace
 from .reduce import (MaxResult, MinResult, amax, amin, argmax, argmin, cumsum, logsumexp, max, mean, min, norm,
                      prod, std, std_mean, sum, var, var_mean)
 from .shape import (broadcast_to, cat, chunk, concat, concatenate, expand, expand_as, flatten, flip, narrow, pad,

@@ -174,6 +174,13 @@ def diag(input, diagonal=0):
     return pad(square, (k, 0, 0, k) if diagonal >= 0 else (0, k, k, 0))
 
 
+def trace(input):
+    """The sum of a 2-D tensor's main diagonal."""
+    if input.ndim != 2:
+        raise ShapeError(f"trace: expected a 2-D tensor, got shape {tuple(input.shape)}")
+    return diagonal(input).sum()
+
+
 # --- einsum -----------------------------------------------------------------------------------------
 class Einsum(Function):
     """``np.einsum`` over explicit subscripts (``subs``, one string per operand, and ``out``; ``...`` already
@@ -301,7 +308,7 @@ class LinalgMethods:
     __slots__ = ()
     __matmul__ = matmul
     matmul, mm, bmm, addmm, baddbmm, outer, ger = matmul, mm, bmm, addmm, baddbmm, outer, outer
-    diag, diagonal = diag, diagonal
+    diag, diagonal, trace = diag, diagonal, trace
 
     def __rmatmul__(self, other):
         return matmul(as_tensor_like(other, self), self)

@@ -80,6 +80,14 @@ def test_diagonal_offset_and_dims():
         mg.diag(y)
 
 
+def test_trace():
+    x = T(3, 4)
+    assert mg.trace(x).item() == pytest.approx(np.trace(x.detach().numpy())) and x.trace().shape == ()
+    assert gradcheck(mg.trace, [x])
+    with pytest.raises(ShapeError, match="trace: expected a 2-D"):
+        mg.trace(T(3))
+
+
 def test_outer_addmm_baddbmm():
     a, b = T(3), T(4)
     np.testing.assert_allclose(mg.outer(a, b).detach().numpy(), np.outer(a.detach().numpy(), b.detach().numpy()))
