@@ -8,9 +8,10 @@ import numpy as np  # shape arithmetic only
 from ..autograd.function import Function
 from ..errors import ArgumentError, ShapeError
 from ..tensor_base import TensorBase as Tensor  # every Tensor is one (tensor.py imports ops)
-from ._args import as_tensor_like
+from ._args import as_tensor_like, norm_dim
 from ._rules import const, tsum
 from ..backend import gemm
+from .shape import pad
 
 
 def _mT(x):
@@ -146,7 +147,6 @@ ger = outer
 def diagonal(input, offset=0, dim1=0, dim2=1):
     """The diagonal of dims ``dim1``, ``dim2`` (``offset`` > 0: above the main one) as the last dim; an
     advanced-index read, so its gradient scatters back into zeros."""
-    from ._args import norm_dim
     if input.ndim < 2:
         raise ShapeError(f"diagonal: needs at least 2 dims, got shape {tuple(input.shape)}")
     d1, d2 = norm_dim(dim1, input.ndim, "diagonal"), norm_dim(dim2, input.ndim, "diagonal")
@@ -166,10 +166,8 @@ def diag(input, diagonal=0):
         return globals()["diagonal"](input, diagonal)
     if input.ndim != 1:
         raise ShapeError(f"diag: expected a 1-D or 2-D tensor, got shape {tuple(input.shape)}")
-    from ..creation import eye
-    from .shape import pad
     k = abs(diagonal)
-    square = eye(input.shape[0], dtype=input.dtype, device=input.device) * input
+    square = const(input, input.device.xp.eye(input.shape[0], dtype=input.array.dtype)) * input
     # the (n, n) diagonal moved to offset k: pad k columns left and k rows below (k > 0), or the reverse
     return pad(square, (k, 0, 0, k) if diagonal >= 0 else (0, k, k, 0))
 
