@@ -7,7 +7,6 @@
 """
 from . import errors
 from ._version import __version__  # noqa: F401
-from .backend import dtypes as _dtypes
 from .backend.device import Device, device
 from .backend.dtypes import get_default_dtype, set_default_dtype
 from .backend.dtypes import (DType, bfloat16, bool_ as bool, double, float, float16, float32, float64, half, int,
