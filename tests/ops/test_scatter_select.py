@@ -159,3 +159,18 @@ def test_bincount():
         mg.bincount(mg.tensor([[1]]))
     with pytest.raises(ArgumentError, match="non-negative"):
         mg.bincount(mg.tensor([-1, 2]))
+
+
+def test_the_idioms_on_each_device(device):
+    """The new ops keep their results on the input's device (CUDA: CuPy, or its emulation in CI)."""
+    x = mg.tensor(R.standard_normal((2, 3, 4, 4)), device=device, requires_grad=True)
+    w = mg.tensor(R.standard_normal((3, 2, 2, 2)), device=device, requires_grad=True)
+    outs = [mg.einsum("nchw,c->nhw", x, x[0, :, 0, 0]), mg.nn.functional.interpolate(x, scale_factor=2, mode="bilinear"),
+            mg.nn.functional.conv_transpose2d(x, w, stride=2), x.index_select(1, mg.tensor([0, 2], device=device)),
+            x.scatter(1, mg.zeros(2, 1, 4, 4, dtype=mg.int64, device=device), 1.0), mg.diag(x[0, 0]),
+            x.repeat_interleave(2, dim=0), mg.atan2(x, x + 1), mg.erf(x), mg.lerp(x, x * 2, 0.5)]
+    sum(o.sum() for o in outs).backward()
+    assert all(o.device == x.device for o in outs) and x.grad.device == x.device and w.grad.device == x.device
+    i = mg.tensor([2, 0, 2, 1], device=device)
+    counted = [mg.unique(i), mg.bincount(i), mg.nonzero(i), mg.zeros(3, 3, device=device).fill_diagonal_(1.0)]
+    assert all(o.device == x.device for o in counted) and counted[1].tolist() == [1, 1, 2]
