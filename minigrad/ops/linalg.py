@@ -181,10 +181,10 @@ def trace(input):
 
 # --- einsum -----------------------------------------------------------------------------------------
 class Einsum(Function):
-    """``np.einsum`` over explicit subscripts (``subs``, one string per operand, and ``out``; ``...`` already
+    """``np.einsum`` over explicit subscripts (``subs``, one string per operand, and ``output``; ``...`` already
     spelled out as letters by ``einsum``). The gradient of operand k is einsum again: the other operands and
     the output gradient, contracted to operand k's subscripts (a repeated letter, as in ``ii->i``, is
-    spread over an identity; a letter summed only in k over ones): ``_grad_plan``."""
+    spread over an identity; a letter summed only in k over ones): ``_grad_plans``."""
 
     @staticmethod
     def forward(ctx, *arrays, subs, output):
@@ -194,16 +194,18 @@ class Einsum(Function):
 
     @staticmethod
     def backward(ctx, grad):
-        arrays, xp = ctx.saved_tensors, ctx.xp
+        arrays = ctx.saved_tensors
         plans = _grad_plans(ctx.subs, ctx.output, arrays)
-        return tuple(xp.einsum(eq, *(_operand(xp, arrays, grad, o) for o in ops), optimize=len(ops) > 2)
+        return tuple(ctx.xp.einsum(eq, *_operands(ctx, arrays, grad, ops, grad.dtype, lambda a: a),
+                                   optimize=len(ops) > 2)
                      if need else None for need, (eq, ops) in zip(ctx.needs_input_grad, plans))
 
     @staticmethod
     def vjp(ctx, grad):
         tensors = ctx.saved_tensors
         plans = _grad_plans(ctx.subs, ctx.output, [t.array for t in tensors])
-        return tuple(einsum(eq, *(_operand(ctx, tensors, grad, o) for o in ops)) if need else None
+        constant = lambda a: const(ctx, a)    # noqa: E731
+        return tuple(einsum(eq, *_operands(ctx, tensors, grad, ops, grad.array.dtype, constant)) if need else None
                      for need, (eq, ops) in zip(ctx.needs_input_grad, plans))
 
     @staticmethod
@@ -213,16 +215,16 @@ class Einsum(Function):
                       if t is not None))
 
 
-def _operand(xp_or_ctx, inputs, grad, spec):
-    """One operand of a gradient einsum: ('in', j), ('grad',), ('eye', n) or ('ones', n)."""
-    if spec[0] == "in":
-        return inputs[spec[1]]
-    if spec[0] == "grad":
-        return grad
-    arr_mod = xp_or_ctx.xp if hasattr(xp_or_ctx, "xp") else xp_or_ctx
-    dt = (grad.array if hasattr(grad, "array") else grad).dtype
-    arr = arr_mod.eye(spec[1], dtype=dt) if spec[0] == "eye" else arr_mod.ones(spec[1], dtype=dt)
-    return const(xp_or_ctx, arr) if hasattr(xp_or_ctx, "xp") else arr
+def _operands(ctx, inputs, grad, specs, dtype, constant):
+    """The operands of a gradient einsum from their specs: ('in', j), ('grad',), ('eye', n), ('ones', n);
+    ``constant`` wraps the identities and ones (arrays in backward, constant Tensors in vjp)."""
+    for kind, *n in specs:
+        if kind == "in":
+            yield inputs[n[0]]
+        elif kind == "grad":
+            yield grad
+        else:
+            yield constant((ctx.xp.eye if kind == "eye" else ctx.xp.ones)(n[0], dtype=dtype))
 
 
 def _grad_plans(subs, out, arrays):
