@@ -26,7 +26,7 @@ The limits, and why (docs/ARCHITECTURE.md repeats them):
   added ~180 lines of Tensor surface PyTorch programs use: PyTorch's printed form (_tensor_str.py, 59 lines,
   counted as core because tensor_base.py imports it), ``Size``, ``__format__``, the ``new_*`` factories,
   ``view_as`` and bfloat16 (the dtype, float32 arithmetic at dispatch, the "V" kind where floats are
-  checked). Issue 24's third part (the tutorial idioms) added ~670 lines of ops PyTorch programs call: einsum
+  checked). Issue 24's third part (the tutorial idioms) added ~690 lines of ops PyTorch programs call: einsum
   and atan2 (Functions with their vjp/jvp), the ops composed from existing ones (diag, outer, addmm, lerp,
   var_mean, index_select, scatter, repeat_interleave, nonzero, unique, bincount, fill_diagonal_, interpolate,
   conv_transpose2d on conv's input-gradient op), set_printoptions, set_default_dtype and Tensor(3, 4) (limit
