@@ -252,7 +252,7 @@ def gather(op, args, kwargs, batch):
 # --- functions outside Function.apply (no gradient) ----------------------------------------------------
 @register_outside(_cmp.lt, _cmp.le, _cmp.gt, _cmp.ge, _cmp.eq, _cmp.ne, _cmp.logical_and, _cmp.logical_or,
                   _cmp.logical_xor, _cmp.floor_divide, _cmp.remainder, _cmp.logical_not, _cmp.isnan,
-                  _cmp.isinf, _cmp.isfinite, _cmp.sign, _ew.where)
+                  _cmp.isinf, _cmp.isfinite, _cmp.sign, _ew.where, _cmp.isclose)
 def outside_elementwise(fn, args, kwargs, batch):
     n = max_ndim(batch)
     return fn(*(batch.pad(a, i, n) for i, a in enumerate(args)), **kwargs)

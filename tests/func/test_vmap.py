@@ -286,3 +286,9 @@ def test_einsum_and_atan2_batched():
     check(lambda x, y: mg.einsum("ij,jk", x, y), a, c)                               # both
     check(lambda x: mg.einsum("...j,j", x, b[:, 0]), a)                              # ellipsis
     check(lambda x, y: mg.atan2(x, y), rnd(3, 4), rnd(4), in_dims=(0, None))
+
+
+def test_isclose_batched():
+    a, b = rnd(3, 4), rnd(4)
+    got = vmap(lambda x, y: mg.isclose(x, y, atol=1.0), in_dims=(0, None))(a, b)
+    assert got.numpy().tolist() == np.isclose(a.numpy(), b.numpy(), atol=1.0).tolist()
