@@ -7,8 +7,8 @@
 """
 from . import errors
 from ._version import __version__  # noqa: F401
-from .backend import dtypes as _dtypes
 from .backend.device import Device, device
+from .backend.dtypes import get_default_dtype, set_default_dtype
 from .backend.dtypes import (DType, bfloat16, bool_ as bool, double, float, float16, float32, float64, half, int,
                              int8, int16, int32, int64, long, uint8)
 from .errors import OutOfMemoryError
@@ -29,6 +29,8 @@ from .ops import (abs, add, all, allclose, amax, amin, any, argmax, argmin, bmm,
                   sqrt, square, squeeze, stack, std, sub, sum, t, transpose, tril, triu, unflatten,
                   unsqueeze, var, where)
 from .ops import argsort, roll, sort, topk
+from .ops import (addmm, arctan2, atan2, baddbmm, bincount, diag, diagonal, einsum, erf, erfc, ger, index_select,
+                  isclose, lerp, nonzero, outer, repeat_interleave, scatter, std_mean, trace, unique, var_mean)
 from .ops.nn.activation import log_softmax, relu, sigmoid, softmax, tanh  # torch.* has them too
 from . import nn, optim, utils, datasets  # noqa: E402  (features on top of the core)
 from . import distributed  # noqa: E402  (mpi4py / CuPy are imported only when a process group starts)
@@ -45,11 +47,9 @@ from . import accelerator, backends  # noqa: E402  (PyTorch's device questions a
 from .legacy import (BoolTensor, ByteTensor, CharTensor, DoubleTensor, FloatTensor, HalfTensor,  # noqa: E402
                      IntTensor, LongTensor, ShortTensor)
 from . import func  # noqa: E402  (function transforms: grad, vjp, jvp, jacrev, jacfwd, hessian, vmap)
+from . import hub, jit, special  # noqa: E402  (torch.hub on local folders, torch.jit's decorators, torch.special)
+from ._tensor_str import get_printoptions, set_printoptions  # noqa: E402
 from .random import Generator, default_generator, initial_seed, manual_seed, seed, get_rng_state, set_rng_state
-
-
-def get_default_dtype():
-    return _dtypes.default_float
 
 
 def is_tensor(obj):

@@ -3,23 +3,49 @@
 Floats print with 4 decimals (``tensor([0.5000, 1.2500])``), in scientific notation when the non-zero
 magnitudes span more than 1000x, exceed 1e8 or go below 1e-4, and as ``12.`` when every value is a
 whole number; all elements of a tensor share one width. More than 1000 elements print summarized, three
-at each edge.
+at each edge. ``set_printoptions`` changes these for the whole process, as PyTorch's does.
 """
 import math
+import types
 
 import numpy as np
 
-PRECISION, THRESHOLD, EDGEITEMS, LINEWIDTH = 4, 1000, 3, 80
+_PROFILES = {"default": dict(precision=4, threshold=1000, edgeitems=3, linewidth=80),
+             "short": dict(precision=2, threshold=1000, edgeitems=2, linewidth=80),
+             "full": dict(precision=4, threshold=math.inf, edgeitems=3, linewidth=80)}
+PRINT_OPTS = types.SimpleNamespace(sci_mode=None, **_PROFILES["default"])   # process-wide, as PyTorch's
+
+
+def set_printoptions(precision=None, threshold=None, edgeitems=None, linewidth=None, profile=None,
+                     sci_mode=None):
+    """PyTorch's ``torch.set_printoptions``: ``profile`` ('default', 'short', 'full') first, then each option
+    given; ``sci_mode`` True / False forces scientific / fixed notation, None (also when omitted) chooses."""
+    if profile is not None:
+        if profile not in _PROFILES:
+            from .errors import ArgumentError
+            raise ArgumentError(f"set_printoptions: profile must be one of {sorted(_PROFILES)}, got {profile!r}")
+        vars(PRINT_OPTS).update(_PROFILES[profile])
+    for name, value in (("precision", precision), ("threshold", threshold), ("edgeitems", edgeitems),
+                        ("linewidth", linewidth)):
+        if value is not None:
+            setattr(PRINT_OPTS, name, value)
+    PRINT_OPTS.sci_mode = sci_mode
+
+
+def get_printoptions():
+    """The current print options as a dict (PyTorch's ``torch.get_printoptions``)."""
+    return dict(vars(PRINT_OPTS))
 
 
 def _shown(arr):
     """The elements that will be shown (the edges of each long dim when the tensor is summarized)."""
-    if arr.size <= THRESHOLD:
+    edge = PRINT_OPTS.edgeitems
+    if arr.size <= PRINT_OPTS.threshold:
         return arr
     for d in range(arr.ndim):
         n = arr.shape[d]
-        if n > 2 * EDGEITEMS:
-            arr = np.take(arr, list(range(EDGEITEMS)) + list(range(n - EDGEITEMS, n)), d)
+        if n > 2 * edge:
+            arr = np.take(arr, list(range(edge)) + list(range(n - edge, n)), d)
     return arr
 
 
@@ -32,11 +58,14 @@ def _float_format(shown):
     if finite.size:
         lo, hi = np.abs(finite).min(), np.abs(finite).max()
         sci = hi / lo > 1000.0 or hi > 1.0e8 or (not whole and lo < 1.0e-4)
+    if PRINT_OPTS.sci_mode is not None:
+        sci = PRINT_OPTS.sci_mode
+    precision = PRINT_OPTS.precision
     if sci:
-        return lambda x: f"{x:.{PRECISION}e}"
+        return lambda x: f"{x:.{precision}e}"
     if whole:
         return lambda x: f"{x:.0f}" + ("" if math.isinf(x) or math.isnan(x) else ".")
-    return lambda x: f"{x:.{PRECISION}f}"
+    return lambda x: f"{x:.{precision}f}"
 
 
 def array_str(host, prefix="tensor("):
@@ -54,6 +83,7 @@ def array_str(host, prefix="tensor("):
         shown = shown.astype(np.float64)
         host = host.astype(np.float32) if kind != "f" else host    # bfloat16: NumPy prints it as float32
     width = max(len(fmt(x)) for x in shown.ravel().tolist())
-    body = np.array2string(host, separator=", ", prefix=prefix, threshold=THRESHOLD, edgeitems=EDGEITEMS,
-                           max_line_width=LINEWIDTH, formatter={"all": lambda x: fmt(x.item()).rjust(width)})
+    threshold = PRINT_OPTS.threshold if PRINT_OPTS.threshold != math.inf else host.size
+    body = np.array2string(host, separator=", ", prefix=prefix, threshold=threshold, edgeitems=PRINT_OPTS.edgeitems,
+                           max_line_width=PRINT_OPTS.linewidth, formatter={"all": lambda x: fmt(x.item()).rjust(width)})
     return body.replace(", ..., ", ",  ..., ")   # PyTorch's summary mark in a row

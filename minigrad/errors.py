@@ -76,3 +76,8 @@ class DistributedError(MinigradError, RuntimeError):
 
 class DistTimeoutError(DistributedError, TimeoutError):
     """A collective or the rendezvous did not complete in time; the message names the missing ranks."""
+
+
+class UnavailableError(MinigradError, RuntimeError):
+    """A PyTorch feature minigrad deliberately lacks (a network model hub, TorchScript archives); the message
+    says what to do instead."""

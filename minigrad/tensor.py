@@ -11,6 +11,7 @@ from .ops.indexing import IndexingMethods
 from .ops.inplace import InplaceMethods
 from .ops.linalg import LinalgMethods
 from .ops.nn.activation import ActivationMethods
+from .ops.pointwise import PointwiseMethods
 from .ops.reduce import ReduceMethods
 from .ops.shape import ShapeMethods
 from .ops.sort import SortMethods
@@ -19,7 +20,7 @@ from .tensor_base import TensorBase, tensor  # noqa: F401  (``tensor`` is re-exp
 
 
 class Tensor(TensorBase, ElementwiseMethods, CompareMethods, ReduceMethods, LinalgMethods, ShapeMethods,
-             IndexingMethods, InplaceMethods, TransferMethods, ActivationMethods, SortMethods):
+             IndexingMethods, InplaceMethods, TransferMethods, ActivationMethods, SortMethods, PointwiseMethods):
     """A multi-dimensional array on a device, with autograd. ``mg.tensor(data)`` makes one from data;
     ops make the rest."""
     __slots__ = ()

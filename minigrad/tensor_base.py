@@ -19,7 +19,7 @@ from .autograd import engine as _engine, extensions as _ext, function as _functi
 from .autograd.function import AccumulateGrad, RemovableHandle, VersionCounter
 from .backend import dtypes
 from .backend.device import CPU, device as _device, get_backend
-from .errors import AutogradError, DTypeError, ShapeError
+from .errors import ArgumentTypeError, AutogradError, DTypeError, ShapeError
 
 
 class Size(tuple):
@@ -52,8 +52,23 @@ class TensorBase:
                  "_post_acc_hooks", "_is_view", "_retain", "_fw", "__weakref__")  # _fw: autograd/forward_ad.py
     __array_priority__ = 1000  # make ndarray (op) Tensor defer to Tensor's reflected operators
 
-    def __init__(self, data, dtype=None, device=None, requires_grad=False):
-        t = tensor(data, dtype=dtype, device=device, requires_grad=requires_grad)
+    def __init__(self, *data, dtype=None, device=None, requires_grad=False):
+        """``Tensor(data)``: a copy of ``data``, where lists of Python numbers take the default float dtype (as
+        ``torch.Tensor``; arrays and tensors keep theirs). ``Tensor(3, 4)`` or ``Tensor(size)``: zeros of that
+        size (PyTorch's are uninitialised); ``Tensor()``: an empty 1-D tensor."""
+        if all(isinstance(n, int) and not isinstance(n, bool) for n in data) or \
+                (len(data) == 1 and isinstance(data[0], Size)):
+            shape = tuple(data[0]) if data and isinstance(data[0], Size) else data or (0,)
+            if any(n < 0 for n in shape):
+                raise ShapeError(f"Tensor: sizes must be non-negative, got {shape}")
+            dt = dtypes.np_dtype(dtype) or dtypes.default_float.np_dtype
+            data = (np.zeros(shape, dtype=dt),)
+        elif len(data) != 1:
+            raise ArgumentTypeError(f"Tensor: expected one data argument or sizes (ints), got {len(data)} "
+                                    f"arguments of types {[type(d).__name__ for d in data]}")
+        elif dtype is None and isinstance(data[0], (list, tuple)):
+            dtype = dtypes.default_float
+        t = tensor(data[0], dtype=dtype, device=device, requires_grad=requires_grad)
         for name in ("array", "device", "requires_grad", "grad", "grad_fn", "_version_counter"):
             object.__setattr__(self, name, getattr(t, name))
 

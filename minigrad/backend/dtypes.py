@@ -47,7 +47,23 @@ _BY_NP = {d.np_dtype: d for d in ALL}
 _BY_NAME = {d.name: d for d in ALL}
 _BY_NAME.update(half=float16, float=float32, double=float64, long=int64, int=int32)
 
-default_float = float32
+default_float = float32   # process-wide, as PyTorch's: read as ``dtypes.default_float`` at each use
+
+
+def set_default_dtype(d):
+    """PyTorch's ``torch.set_default_dtype``: the dtype of Python floats in ``tensor([1.0])``, of ``zeros``,
+    ``rand``... and of int / float arithmetic. Process-wide (every thread), as in PyTorch; float32 or float64."""
+    global default_float
+    dt = to_dtype(d)
+    if dt not in (float32, float64):
+        raise DTypeError(f"set_default_dtype: minigrad supports float32 and float64 as the default dtype, "
+                         f"got {dt.name}")
+    default_float = dt
+
+
+def get_default_dtype():
+    """The default floating-point dtype (float32 unless ``set_default_dtype`` changed it)."""
+    return default_float
 
 
 def from_numpy_dtype(np_dtype):

@@ -11,7 +11,7 @@ This file holds the registry and the rules of the elementwise, reduction, shape,
 linear-algebra ops; ``rules_nn.py`` those of the nn ops (conv, pooling, norms, losses, attention).
 """
 from ..ops import compare as _cmp, elementwise as _ew, indexing as _ix, linalg as _la, reduce as _red
-from ..ops import shape as _sh, shape_copy as _shc, transfer as _tr
+from ..ops import pointwise as _pw, shape as _sh, shape_copy as _shc, transfer as _tr
 from ..ops.nn import activation as _act
 from ._batched import VmapError
 
@@ -111,7 +111,8 @@ def max_ndim(batch):
 # --- elementwise: pad batched arguments to the common logical ndim, then broadcast -------------------
 @register(_ew.Add, _ew.Sub, _ew.Mul, _ew.Div, _ew.Pow, _ew.Maximum, _ew.Minimum, _ew.Where, _ew.Neg, _ew.Exp,
           _ew.Log, _ew.Sqrt, _ew.Abs, _ew.Sin, _ew.Cos, _ew.Clamp, _ew.Cast, _ew.Clone, _act.ReLU,
-          _act.LeakyReLU, _act.GELU, _act.Sigmoid, _act.Tanh, _act.SiLU, _act.Erf, _ix.MaskedFill, _tr.ToDevice)
+          _act.LeakyReLU, _act.GELU, _act.Sigmoid, _act.Tanh, _act.SiLU, _act.Erf, _ix.MaskedFill, _tr.ToDevice,
+          _pw.Atan2)
 def elementwise(op, args, kwargs, batch):
     n = max_ndim(batch)
     return op.apply(*(batch.pad(a, i, n) for i, a in enumerate(args)), **kwargs)
@@ -164,6 +165,15 @@ def batched_matmul(a, a_nd, b, b_nd, batch, ia=0, ib=1):
 def matmul(op, args, kwargs, batch):
     a, b = args
     return batched_matmul(a, batch.ndims[0], b, batch.ndims[1], batch)
+
+
+@register(_la.Einsum)
+def einsum(op, args, kwargs, batch):
+    """Batched operands get the batch dims as fresh leading letters, and so does the output."""
+    subs, output = kwargs["subs"], kwargs["output"]
+    lead = "".join(c for c in _la.string.ascii_letters if c not in "".join(subs))[:batch.k]
+    subs = tuple(lead + s if b else s for s, b in zip(subs, batch.batched))
+    return op.apply(*args, subs=subs, output=lead + output)
 
 
 # --- shape ------------------------------------------------------------------------------------------
@@ -242,7 +252,7 @@ def gather(op, args, kwargs, batch):
 # --- functions outside Function.apply (no gradient) ----------------------------------------------------
 @register_outside(_cmp.lt, _cmp.le, _cmp.gt, _cmp.ge, _cmp.eq, _cmp.ne, _cmp.logical_and, _cmp.logical_or,
                   _cmp.logical_xor, _cmp.floor_divide, _cmp.remainder, _cmp.logical_not, _cmp.isnan,
-                  _cmp.isinf, _cmp.isfinite, _cmp.sign, _ew.where)
+                  _cmp.isinf, _cmp.isfinite, _cmp.sign, _ew.where, _cmp.isclose)
 def outside_elementwise(fn, args, kwargs, batch):
     n = max_ndim(batch)
     return fn(*(batch.pad(a, i, n) for i, a in enumerate(args)), **kwargs)

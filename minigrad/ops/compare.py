@@ -84,8 +84,25 @@ def equal(a, b):
     return tuple(a.shape) == tuple(b.shape) and bool((a.array == b.array).all())
 
 
-def allclose(a, b, rtol=1e-5, atol=1e-8):
-    return bool(a.device.xp.allclose(a.array, b.array, rtol=rtol, atol=atol))
+def allclose(a, b, rtol=1e-5, atol=1e-8, equal_nan=False):
+    """True when every element is close: |a - b| <= atol + rtol * |b| (PyTorch's torch.allclose)."""
+    return bool(isclose(a, b, rtol, atol, equal_nan).array.all())
+
+
+@outside_apply
+def isclose(a, b, rtol=1e-5, atol=1e-8, equal_nan=False):
+    """Elementwise |a - b| <= atol + rtol * |b| as a bool tensor (broadcasting; NaNs equal with equal_nan)."""
+    if not isinstance(a, Tensor):
+        raise ArgumentError(f"isclose: first argument must be a Tensor, got {type(a).__name__}")
+    if isinstance(b, Tensor) and (a.array.dtype.kind == "b") != (b.array.dtype.kind == "b"):
+        raise DTypeError(f"isclose: {a.dtype} and {b.dtype} tensors can't be compared (both bool or neither)")
+    if rtol < 0 or atol < 0:
+        raise ArgumentError(f"isclose: rtol and atol must be non-negative, got rtol={rtol}, atol={atol}")
+    bd = operand_data(b, a, "isclose")
+    try:
+        return wrap(a.device.xp.isclose(a.array, bd, rtol=rtol, atol=atol, equal_nan=equal_nan), a.device)
+    except ValueError as e:
+        raise ShapeError(f"isclose: {e} (shapes {tuple(a.shape)}, {tuple(getattr(bd, 'shape', ()))})") from None
 
 
 class CompareMethods:
@@ -97,3 +114,4 @@ class CompareMethods:
     lt, le, gt, ge, eq, ne = lt, le, gt, ge, eq, ne
     logical_not, logical_and, logical_or = logical_not, logical_and, logical_or
     isnan, isinf, isfinite, sign, all, any = isnan, isinf, isfinite, sign, all, any
+    isclose, allclose = isclose, allclose

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..autograd.extensions import outside_apply
 from ..autograd.function import Function
-from ..errors import DeviceError, DTypeError, OpIndexError, ShapeError
+from ..errors import ArgumentError, DeviceError, DTypeError, OpIndexError, ShapeError
 from ..tensor_base import TensorBase as Tensor  # every Tensor is one (tensor.py imports ops)
 from ._args import as_tensor_like, dim_of, share_version, wrap
 from ._rules import const, linear
@@ -279,8 +279,120 @@ def one_hot(t, num_classes=-1):
     return wrap((t.array[..., None] == xp.arange(num_classes)).astype(np.int64), t.device)
 
 
+# --- index_select, scatter, repeat_interleave, nonzero: composed from the ops above -----------------
+def _int_tensor(t, op, what="index"):
+    if not isinstance(t, Tensor) or t.array.dtype.kind not in "iu":
+        raise DTypeError(f"{op}: {what} must be an integer tensor, got "
+                         f"{t.dtype if isinstance(t, Tensor) else type(t).__name__}")
+    return t
+
+
+def index_select(input, dim, index):
+    """The slices of ``input`` along ``dim`` at the 1-D ``index`` (a copy; its gradient scatter-adds)."""
+    dim = dim_of(input, dim, "index_select") if input.ndim else 0
+    _int_tensor(index, "index_select")
+    if index.ndim > 1:
+        raise ShapeError(f"index_select: index must be 0-D or 1-D, got shape {tuple(index.shape)}")
+    n = input.shape[dim] if input.ndim else 1
+    if index.numel() and (int(index.array.min()) < -n or int(index.array.max()) >= n):
+        raise OpIndexError(f"index_select: index out of range [{int(index.array.min())}, "
+                           f"{int(index.array.max())}] for dim {dim} of size {n}")
+    return getitem(input, (slice(None),) * dim + (index.reshape(-1),))
+
+
+def scatter(input, dim, index, src=None, *, value=None, reduce=None):
+    """Out of place ``out[... index[i][j] ...] = src[i][j]`` along ``dim`` (PyTorch's scatter); ``src`` a
+    tensor or a number (or ``value=``); ``reduce='add'`` / ``'multiply'`` combine instead of overwriting.
+    Differentiable in ``input`` and ``src`` (a SetItem; 'add': an IndexScatter added), except 'multiply'."""
+    if src is None:
+        src = value
+    elif value is not None:
+        raise ArgumentError("scatter: give src or value, not both")
+    if src is None:
+        raise ArgumentError("scatter: missing src (a tensor) or value (a number)")
+    dim = dim_of(input, dim, "scatter")
+    _check_scatter(input, dim, _int_tensor(index, "scatter"), src)
+    xp = input.device.xp
+    full = open_grid(xp, index.shape)
+    full[dim] = index.array
+    full = tuple(full)
+    if isinstance(src, Tensor):
+        src = src[tuple(slice(0, n) for n in index.shape)] if src.shape != index.shape else src
+    if reduce is None:
+        return SetItem.apply(input, src, index=full)
+    if reduce == "add":
+        vals = src if isinstance(src, Tensor) else wrap(xp.full(index.shape, src, dtype=input.array.dtype),
+                                                        input.device)
+        return input + IndexScatter.apply(vals, in_shape=input.shape, index=full)
+    if reduce == "multiply":
+        from ..autograd import grad_mode
+        if grad_mode.is_grad_enabled() and (input.requires_grad or getattr(src, "requires_grad", False)):
+            raise ArgumentError("scatter: reduce='multiply' is not differentiable (as in PyTorch); use it "
+                                "under mg.no_grad()")
+        out = input.array.copy()
+        xp.multiply.at(out, full, src.array if isinstance(src, Tensor) else src)
+        return wrap(out, input.device)
+    raise ArgumentError(f"scatter: reduce must be None, 'add' or 'multiply', got {reduce!r}")
+
+
+def _check_scatter(input, dim, index, src):
+    shapes = f"(input {tuple(input.shape)}, index {tuple(index.shape)}"
+    if index.ndim != input.ndim or isinstance(src, Tensor) and src.ndim != input.ndim:
+        raise ShapeError(f"scatter: index{' and src' if isinstance(src, Tensor) else ''} must have as many "
+                         f"dims as input {shapes}{', src %s' % (tuple(src.shape),) if isinstance(src, Tensor) else ''})")
+    for d in range(input.ndim):
+        if (d != dim and index.shape[d] > input.shape[d]) or \
+                (isinstance(src, Tensor) and index.shape[d] > src.shape[d]):
+            raise ShapeError(f"scatter: index is larger than input (outside dim {dim}) or src in dim {d} {shapes})")
+    if isinstance(src, Tensor) and src.dtype != input.dtype:
+        raise DTypeError(f"scatter: src ({src.dtype}) must have input's dtype ({input.dtype})")
+    if not isinstance(src, Tensor) and not isinstance(src, (int, float)):
+        raise ArgumentError(f"scatter: src must be a tensor or a number, got {type(src).__name__}")
+    if index.numel() and (int(index.array.min()) < 0 or int(index.array.max()) >= input.shape[dim]):
+        raise OpIndexError(f"scatter: index out of range [{int(index.array.min())}, {int(index.array.max())}] "
+                           f"for dim {dim} of size {input.shape[dim]}")
+
+
+def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
+    """Each element (dim=None: of the flattened input) or slice along ``dim`` repeated ``repeats`` times
+    (an int, or a tensor of one count per slice); ``repeat_interleave(counts)`` repeats ``arange``."""
+    if repeats is None:                         # torch.repeat_interleave(repeats)
+        repeats, input = _int_tensor(input, "repeat_interleave", "repeats"), None
+    if input is not None and dim is None:
+        input, dim = input.reshape(-1), 0
+    n = repeats.numel() if input is None else input.shape[dim_of(input, dim, "repeat_interleave")]
+    if isinstance(repeats, Tensor):
+        _int_tensor(repeats, "repeat_interleave", "repeats")
+        if repeats.ndim > 1 or repeats.numel() not in (1, n):
+            raise ShapeError(f"repeat_interleave: repeats must have 1 or {n} elements, got shape "
+                             f"{tuple(repeats.shape)}")
+        counts = repeats.device.backend.to_host(repeats.array).reshape(-1)
+    elif isinstance(repeats, int) and not isinstance(repeats, bool):
+        counts = np.array([repeats])
+    else:
+        raise ArgumentError(f"repeat_interleave: repeats must be an int or a tensor, got {type(repeats).__name__}")
+    if counts.size and counts.min() < 0:
+        raise ArgumentError(f"repeat_interleave: repeats must be non-negative, got {counts.min()}")
+    idx = np.repeat(np.arange(n), counts if counts.size == n else int(counts[0]))
+    if output_size is not None and output_size != idx.size:
+        raise ShapeError(f"repeat_interleave: output_size={output_size} but the repeats make {idx.size}")
+    if input is None:
+        return wrap(repeats.device.backend.asarray(idx.astype(np.int64)), repeats.device)
+    return getitem(input, (slice(None),) * dim_of(input, dim, "repeat_interleave") + (idx,))
+
+
+@outside_apply
+def nonzero(input, *, as_tuple=False):
+    """The indices of the non-zero elements: an (n, ndim) int64 tensor, or (as_tuple) one 1-D tensor per dim."""
+    xp = input.device.xp
+    if as_tuple:
+        return tuple(wrap(i.astype(np.int64), input.device) for i in xp.nonzero(xp.atleast_1d(input.array)))
+    return wrap(xp.argwhere(input.array).astype(np.int64), input.device)
+
+
 class IndexingMethods:
-    """Tensor's indexing (``x[i]``, ``gather``, ``masked_fill``): a mixin of ``Tensor``."""
+    """Tensor's indexing (``x[i]``, ``gather``, ``masked_fill``...): a mixin of ``Tensor``."""
     __slots__ = ()
     __getitem__ = getitem
-    gather, masked_fill = gather, masked_fill
+    gather, masked_fill, index_select, scatter = gather, masked_fill, index_select, scatter
+    repeat_interleave, nonzero = repeat_interleave, nonzero

@@ -15,7 +15,7 @@ from ..random import host_rng
 from ..tensor_base import TensorBase as Tensor  # every Tensor is one (tensor.py imports ops)
 from ._args import NUMBER, as_tensor_like, operand, operand_data
 from .elementwise import add, cast, clamp, clone, div, mul, pow, sub
-from .indexing import SetItem, convert_index, masked_fill
+from .indexing import SetItem, convert_index, masked_fill, scatter as _scatter
 from .shape import expand
 from .transfer import move_array, to_device
 
@@ -162,6 +162,26 @@ def copy_(t, src):
     return _write(t, ..., data, "copy_")
 
 
+def scatter_(t, dim, index, src=None, *, value=None, reduce=None):
+    """In-place ``scatter`` (``reduce``: None, 'add' or 'multiply')."""
+    def scatter(x, src):
+        return _scatter(x, dim, index, src, value=value, reduce=reduce)
+    return inplace(t, scatter, src)
+
+
+def fill_diagonal_(t, fill_value, wrap=False):
+    """Write ``fill_value`` on the main diagonal (every dim of an N-D ``t`` must have the same size; a tall
+    matrix's diagonal restarts after each ``cols + 1`` rows when ``wrap``: NumPy's fill_diagonal)."""
+    if t.ndim < 2 or (t.ndim > 2 and len(set(t.shape)) > 1):
+        raise ShapeError(f"fill_diagonal_: needs a 2-D tensor or one whose dims are all equal, got shape "
+                         f"{tuple(t.shape)}")
+    if t.ndim == 2:
+        step, end = t.shape[1] + 1, t.numel() if wrap else min(t.numel(), t.shape[1] * t.shape[1])
+    else:
+        step, end = 1 + int(np.cumprod(t.shape[:-1]).sum()), t.numel()
+    return setitem_(t, np.unravel_index(np.arange(0, end, step), t.shape), fill_value)
+
+
 def random_fill_(t, kind, a, b, generator):
     """``uniform_(a, b)`` or ``normal_(mean=a, std=b)``, drawn on the host from ``generator``."""
     _check_inplace(t, kind + "_")
@@ -198,6 +218,8 @@ class InplaceMethods:
 
     def masked_fill_(self, mask, value):
         return inplace(self, masked_fill, mask, value)
+
+    scatter_, fill_diagonal_ = scatter_, fill_diagonal_
 
     def zero_(self):
         return fill_(self, 0)

@@ -152,6 +152,18 @@ def std(a, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None
     return sqrt(var(a, dim, unbiased, keepdim, correction=correction, axis=axis, keepdims=keepdims))
 
 
+def var_mean(a, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None, keepdims=None):
+    """``(var(a, ...), mean(a, ...))`` over the same dims, as PyTorch's (a tuple)."""
+    v = var(a, dim, unbiased, keepdim, correction=correction, axis=axis, keepdims=keepdims)
+    return v, mean(a, dim, keepdim, axis=axis, keepdims=keepdims)
+
+
+def std_mean(a, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None, keepdims=None):
+    """``(std(a, ...), mean(a, ...))`` over the same dims, as PyTorch's (a tuple)."""
+    v, m = var_mean(a, dim, unbiased, keepdim, correction=correction, axis=axis, keepdims=keepdims)
+    return sqrt(v), m
+
+
 # --- max, min --------------------------------------------------------------------------------------
 class MaxDim(Function):
     """max/min along one dim: the values at ``index`` (the argmax/argmin, keeping the dim), which the
@@ -419,4 +431,5 @@ class ReduceMethods:
     """Tensor's reductions (``x.sum(dim=1)``): a mixin of ``Tensor``."""
     __slots__ = ()
     sum, mean, var, std, prod, cumsum, norm, logsumexp = sum, mean, var, std, prod, cumsum, norm, logsumexp
+    var_mean, std_mean = var_mean, std_mean
     max, min, amax, amin, argmax, argmin = max, min, amax, amin, argmax, argmin

@@ -1,4 +1,4 @@
-"""Sorting and selection: ``sort``, ``argsort``, ``topk``.
+"""Sorting and selection: ``sort``, ``argsort``, ``topk``; and counting: ``unique``, ``bincount``.
 
 The indices are found on the arrays (no gradient: an order is piecewise constant); the values are then
 ``gather``-ed at them, so the gradient of each value goes back to the element it came from (scattered by
@@ -81,7 +81,46 @@ def topk(input, k, dim=-1, largest=True, sorted=True):
     return _select(input, index.reshape(index.shape if input.ndim else ()), d, TopkResult)
 
 
+@outside_apply
+def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=None):
+    """The distinct values (dim=None) or slices along ``dim``, sorted (also for ``sorted=False``, as PyTorch
+    does on the CPU); with ``return_inverse`` each element's position in them, with ``return_counts`` how
+    often each occurs. No gradient (as in PyTorch)."""
+    be = input.device.backend
+    host = be.to_host(input.array)
+    axis = None if dim is None else norm_dim(dim, input.ndim, "unique")
+    values, inverse, counts = np.unique(host, return_inverse=True, return_counts=True, axis=axis)
+    inverse = inverse.reshape(host.shape if axis is None else (host.shape[axis],))
+    out = [wrap(be.asarray(values.astype(host.dtype)), input.device)]
+    if return_inverse:
+        out.append(wrap(be.asarray(inverse.astype(np.int64)), input.device))
+    if return_counts:
+        out.append(wrap(be.asarray(counts.astype(np.int64)), input.device))
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+@outside_apply
+def bincount(input, weights=None, minlength=0):
+    """How often each value 0..max occurs in the 1-D non-negative int ``input`` (at least ``minlength``
+    bins); with ``weights``, their sums per value (float32 weights give float32, others float64)."""
+    if input.ndim != 1 or input.array.dtype.kind not in "iu":
+        raise ShapeError(f"bincount: input must be a 1-D integer tensor, got shape {tuple(input.shape)} "
+                         f"({input.dtype})")
+    if input.numel() and int(input.array.min()) < 0:
+        raise ArgumentError(f"bincount: input must be non-negative, got {int(input.array.min())}")
+    if minlength < 0:
+        raise ArgumentError(f"bincount: minlength must be non-negative, got {minlength}")
+    xp, w = input.device.xp, None
+    if weights is not None:
+        if tuple(weights.shape) != tuple(input.shape):
+            raise ShapeError(f"bincount: weights must have input's shape {tuple(input.shape)}, got "
+                             f"{tuple(weights.shape)}")
+        w = weights.array.astype(np.float32 if weights.array.dtype == np.float32 else np.float64)
+    out = xp.bincount(input.array, weights=w, minlength=minlength)
+    return wrap(out.astype(w.dtype if w is not None else np.int64), input.device)
+
+
 class SortMethods:
     """Tensor's ``sort``, ``argsort`` and ``topk``: a mixin of ``Tensor``."""
     __slots__ = ()
-    sort, argsort, topk = sort, argsort, topk
+    sort, argsort, topk, unique, bincount = sort, argsort, topk, unique, bincount

@@ -278,3 +278,17 @@ def test_every_op_has_a_batching_rule_or_a_reason():
     missing = sorted(s.__name__ for s in ops if not any(k in rules._rules for k in s.__mro__))
     assert missing == sorted(WITHOUT_RULE), f"ops without a batching rule (add one in minigrad/func/rules*.py, or " \
                                             f"a reason here): {sorted(set(missing) - set(WITHOUT_RULE))}"
+
+
+def test_einsum_and_atan2_batched():
+    a, b, c = rnd(3, 2, 4), rnd(4, 5), rnd(3, 4, 5)
+    check(lambda x, y: mg.einsum("ij,jk->ik", x, y), a, b, in_dims=(0, None))       # one operand batched
+    check(lambda x, y: mg.einsum("ij,jk", x, y), a, c)                               # both
+    check(lambda x: mg.einsum("...j,j", x, b[:, 0]), a)                              # ellipsis
+    check(lambda x, y: mg.atan2(x, y), rnd(3, 4), rnd(4), in_dims=(0, None))
+
+
+def test_isclose_batched():
+    a, b = rnd(3, 4), rnd(4)
+    got = vmap(lambda x, y: mg.isclose(x, y, atol=1.0), in_dims=(0, None))(a, b)
+    assert got.numpy().tolist() == np.isclose(a.numpy(), b.numpy(), atol=1.0).tolist()

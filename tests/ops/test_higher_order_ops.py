@@ -102,6 +102,9 @@ OPS = [
      + F.binary_cross_entropy(p, y.sigmoid(), weight=mg.tensor(np.full(4, 0.7))),
      [rand(3, 4), rand(3, 4), rand(3, 4, low=0.1) / 2]),
     ("roll", "Roll", lambda a: mg.roll(a, 1, 1) ** 2 + mg.roll(a, (1, -1), (0, 1)) * a + mg.roll(a, 2) ** 3, [rand(2, 3)]),
+    ("einsum", "Einsum", lambda a, b, c: mg.einsum("ij,jk->ik", a, b) ** 2 + mg.einsum("ii->i", c).sum()
+     * mg.einsum("...j,j", a, c[0]) ** 3, [rand(2, 3), rand(3, 2), rand(3, 3)]),
+    ("atan2_erf", "Atan2 Erf", lambda a, b: mg.atan2(a, b) ** 2 + mg.erf(a) * mg.atan2(b, 0.5), [rand(2, 3), rand(2, 3)]),
     ("fused_elementwise", "FusedElementwise", lambda x, b: _compiled(x, b), [rand(2, 3), rand(3)]),
 ]
 

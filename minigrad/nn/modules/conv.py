@@ -1,4 +1,4 @@
-"""Conv1d and Conv2d (cross-correlation, as PyTorch)."""
+"""Conv1d and Conv2d (cross-correlation, as PyTorch), and ConvTranspose2d (their input gradient as a layer)."""
 import math
 
 from ...errors import ArgumentError
@@ -86,3 +86,53 @@ class Conv2d(_ConvNd):
     """
     _nd = 2
     _fn = staticmethod(F.conv2d)
+
+
+class ConvTranspose2d(Module):
+    """2-D transposed convolution (N, C_in, H, W) -> (N, C_out, H_out, W_out), H_out = (H - 1) stride
+    - 2 padding + dilation (kh - 1) + output_padding + 1; weight (C_in, C_out / groups, kh, kw).
+    Initialised as PyTorch's (kaiming_uniform_(a=sqrt(5)) with fan_in = C_out / groups * kh * kw)."""
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, output_padding=0, groups=1,
+                 bias=True, dilation=1, padding_mode="zeros", device=None, dtype=None):
+        super().__init__()
+        name = "ConvTranspose2d"
+        check_groups(name, groups)
+        for what, n in (("in_channels", in_channels), ("out_channels", out_channels)):
+            if n % groups:
+                raise ArgumentError(f"{name}: {what} ({n}) must be divisible by groups ({groups})")
+        if padding_mode != "zeros":
+            raise ArgumentError(f"{name}: only padding_mode='zeros' is supported (as in PyTorch), got {padding_mode!r}")
+        self.in_channels, self.out_channels, self.groups, self.padding_mode = in_channels, out_channels, groups, padding_mode
+        self.kernel_size = ntuple(name, "kernel_size", kernel_size, 2, 1)
+        self.stride = ntuple(name, "stride", stride, 2, 1)
+        self.padding = ntuple(name, "padding", padding, 2, 0)
+        self.output_padding = ntuple(name, "output_padding", output_padding, 2, 0)
+        self.dilation = ntuple(name, "dilation", dilation, 2, 1)
+        self.weight = new_param(in_channels, out_channels // groups, *self.kernel_size, device=device, dtype=dtype)
+        if bias:
+            self.bias = new_param(out_channels, device=device, dtype=dtype)
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    reset_parameters = _ConvNd.reset_parameters
+
+    def forward(self, input, output_size=None):
+        out_pad = self.output_padding
+        if output_size is not None:       # the output_padding that gives this size (PyTorch's _output_padding)
+            want = tuple(output_size)[-2:]
+            base = tuple((h - 1) * s - 2 * p + d * (k - 1) + 1 for h, s, p, d, k in
+                         zip(input.shape[-2:], self.stride, self.padding, self.dilation, self.kernel_size))
+            out_pad = tuple(w - b for w, b in zip(want, base))
+        return F.conv_transpose2d(input, self.weight, self.bias, self.stride, self.padding, out_pad, self.groups,
+                                  self.dilation)
+
+    def extra_repr(self):
+        s = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
+        for what, default in (("padding", (0, 0)), ("output_padding", (0, 0)), ("dilation", (1, 1))):
+            if getattr(self, what) != default:
+                s += f", {what}={getattr(self, what)}"
+        if self.groups != 1:
+            s += f", groups={self.groups}"
+        return s + (", bias=False" if self.bias is None else "")

@@ -356,3 +356,43 @@ def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """2-D convolution: input (N, C, H, W), weight (O, C/groups, kh, kw); im2col + one GEMM per group."""
     return _conv(Conv2d, input, weight, bias, stride, padding, dilation, groups)
+
+
+def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    """2-D transposed convolution ("deconvolution"): input (N, C_in, H, W), weight (C_in, C_out/groups, kh, kw).
+
+    It is conv2d's gradient with respect to its input, so it runs as ``ConvInputGrad`` (the op conv2d's
+    backward uses) with input playing the output gradient of a conv2d from C_out to C_in channels whose
+    input size is H_out = (H - 1) stride - 2 padding + dilation (kh - 1) + output_padding + 1; its own
+    gradients are conv2d (input) and ``ConvWeightGrad`` (weight), at any order."""
+    op = "conv_transpose2d"
+    check_groups(op, groups)
+    stride, dilation = ntuple(op, "stride", stride, 2, 1), ntuple(op, "dilation", dilation, 2, 1)
+    padding, out_pad = ntuple(op, "padding", padding, 2, 0), ntuple(op, "output_padding", output_padding, 2, 0)
+    if weight.ndim != 4:
+        raise ShapeError(f"{op}: weight must be 4-D (in_channels, out_channels/groups, kh, kw), got shape "
+                         f"{tuple(weight.shape)}")
+    if input.ndim not in (3, 4):
+        raise ShapeError(f"{op}: expected a 4-D (batched) or 3-D (unbatched) input, got shape {tuple(input.shape)}")
+    if any(o >= max(s, d) for o, s, d in zip(out_pad, stride, dilation)):
+        raise ArgumentError(f"{op}: output_padding {out_pad} must be smaller than stride {stride} or dilation "
+                            f"{dilation}")
+    C_in, spatial = input.shape[-3], tuple(input.shape[-2:])
+    if weight.shape[0] != C_in or C_in % groups:
+        raise ShapeError(f"{op}: input has {C_in} channels but weight (shape {tuple(weight.shape)}) expects "
+                         f"{weight.shape[0]}, divisible by groups={groups}")
+    kernel = tuple(weight.shape[2:])
+    size = tuple((h - 1) * s - 2 * p + d * (k - 1) + o + 1
+                 for h, s, p, d, k, o in zip(spatial, stride, padding, dilation, kernel, out_pad))
+    if any(n < 1 for n in size):
+        raise ShapeError(f"{op}: the output size {size} is not positive (input {tuple(input.shape)}, weight "
+                         f"{tuple(weight.shape)}, stride {stride}, padding {padding})")
+    C_out = weight.shape[1] * groups
+    if bias is not None and tuple(bias.shape) != (C_out,):
+        raise ShapeError(f"{op}: bias shape {tuple(bias.shape)} does not match out_channels={C_out}")
+    geo = _Geometry.__new__(_Geometry)
+    geo.nd, geo.kernel, geo.stride, geo.dilation, geo.groups = 2, kernel, stride, dilation, groups
+    geo.pads, geo.out, geo.kc, geo.unbatched = tuple((p, p) for p in padding), spatial, False, input.ndim == 3
+    geo.x_shape = ((1 if geo.unbatched else input.shape[0]), C_out) + size
+    out = ConvInputGrad.apply(input, weight, geo=geo)
+    return out if bias is None else out + bias.reshape(-1, 1, 1)
