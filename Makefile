@@ -99,7 +99,7 @@ $(BENCH_VENV)/.installed: pyproject.toml
 	test -x $(BENCH_PY) || $(PYTHON) -m venv $(BENCH_VENV)
 	$(BENCH_PY) -m pip install -q --upgrade pip
 	$(BENCH_PY) -m pip install -q torch==2.13.0 tensorboard requests
-	$(PIP_QUIET) $(BENCH_PY) -m pip install -q -e '.[data,plot,tensorboard]'
+	$(PIP_QUIET) $(BENCH_PY) -m pip install -q -e '.[data,plot,tensorboard,export]'
 	touch $@
 
 bench: $(BENCH_VENV)/.installed
