@@ -150,7 +150,7 @@ def train(task, *, budget=None, fraction=None, epochs=None, seed=0, device="cpu"
         plan = plan.with_budget(budget)
     step = plan.step()
     if limit:
-        mem.set_memory_limit(budget, device)
+        mem.set_memory_limit(budget, device, tight=True)     # the pool the prediction replays
     try:
         gc.collect()
         mem.empty_cache(device)

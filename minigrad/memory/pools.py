@@ -187,9 +187,14 @@ def empty_cache(device=None):
     return get_allocator(device).empty_cache()
 
 
-def set_memory_limit(nbytes, device=None):
-    """Cap the device's reserved bytes (None: no cap), e.g. 8 * 2**30 to behave like an 8 GB card."""
-    get_allocator(device).memory_limit = None if nbytes is None else int(nbytes)
+def set_memory_limit(nbytes, device=None, *, tight=False):
+    """Cap the device's reserved bytes (None: no cap), e.g. 8 * 2**30 to behave like an 8 GB card.
+    ``tight``: the pool trades its cache for bytes (a training run under a budget; ``allocator.py``'s
+    steps 4b and 4c): near the limit a new segment is just the block, and on CPU the arrays NumPy makes
+    for ops' results become segments of their own instead of being copied into blocks."""
+    alloc = get_allocator(device)
+    alloc.memory_limit = None if nbytes is None else int(nbytes)
+    alloc.tight = bool(tight)
 
 
 def get_memory_limit(device=None):

@@ -122,7 +122,7 @@ def test_a_tight_budget_is_met_under_the_pools_limit(pool):
     budget = full.baseline.peak_reserved - 1
     plan = full.with_budget(budget)
     assert plan.choice != full.baseline.choice and plan.predicted.peak_reserved <= budget
-    mem.set_memory_limit(budget)
+    mem.set_memory_limit(budget, tight=True)
     step = plan.step()
     losses = [step(x, y) for _ in range(3)]            # an OutOfMemoryError here would fail the test
     assert mem.max_memory_reserved() <= budget and np.isfinite(losses).all()
