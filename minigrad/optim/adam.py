@@ -62,9 +62,6 @@ def _adam_piece(xp, p, g, m, v, v_max, work, rng, step, lr, beta1, beta2, eps, w
     u *= 1 - beta2
     v *= beta2
     v += u
-    if rng is not None:
-        round_stochastic(xp, m, ms, rng)
-        round_stochastic(xp, v, vs, rng)
     if v_max is not None:
         xp.maximum(v_max, v, out=v_max)
         v = v_max
@@ -74,6 +71,9 @@ def _adam_piece(xp, p, g, m, v, v_max, work, rng, step, lr, beta1, beta2, eps, w
     xp.divide(m, u, out=u)
     u *= -lr / (1 - beta1 ** step)
     p += u
+    if rng is not None:                                   # last: rounding overwrites the float32 copies
+        round_stochastic(xp, m, ms, rng)
+        round_stochastic(xp, v, vs, rng)
 
 
 def round_stochastic(xp, x, out, noise):
