@@ -131,6 +131,7 @@ class TrainStep:
         if "bf16_state" in optimizer.defaults:           # the optimizer's moments in the dtype chosen
             for group in optimizer.param_groups:
                 group["bf16_state"] = self.choice.bf16_state
+            optimizer.cast_state()                       # existing moments converted now, not mid-step
         elif self.choice.bf16_state:
             raise ArgumentError(f"TrainStep: {type(optimizer).__name__} cannot keep its state in bfloat16")
         self.optimizers = {}        # parameter -> (its own optimizer, its group), with optimizer_in_backward

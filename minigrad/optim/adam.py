@@ -171,6 +171,14 @@ class Adam(Optimizer):
                 p._version_counter.bump()
         return loss
 
+    def cast_state(self):
+        """Convert the moments now to the dtype each group's ``bf16_state`` asks for (``step`` would do it
+        at the next step, beside the moments' old copies in the middle of a training step)."""
+        for group in self.param_groups:
+            for p in group["params"]:
+                if self.state.get(p):
+                    _state_in(self.state[p], p, group.get("bf16_state"))
+
 
 def _moment(p, bf16):
     """A zero moment buffer for ``p``: bfloat16 with ``bf16``, else in the parameter's dtype."""
