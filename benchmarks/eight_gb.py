@@ -219,7 +219,8 @@ def markdown(results):
     """The source's layout: per task, PyTorch's default beside minigrad at its default and under 100 %, 70 %
     and 50 % of PyTorch's peak (heap peaks in MiB, median step times, validation loss / accuracy)."""
     mib = lambda n: f"{n / 2**20:.1f}"  # noqa: E731
-    val = lambda r: f"{r['val_loss']:.4f}" + (f" / {r['metric']:.1%}" if r.get("metric") is not None else "")  # noqa: E731
+    def val(r):
+        return f"{r['val_loss']:.4f}" + (f" / {r['metric']:.1%}" if r.get("metric") is not None else "")
     out = ["| task | params | batch | PyTorch peak MiB | PyTorch ms/step | PyTorch val loss / acc | minigrad run "
            "| budget MiB | peak MiB (vs PyTorch) | ms/step | speed vs PyTorch | val loss / acc | what ran |",
            "|" + " --- |" * 13]
@@ -238,8 +239,8 @@ def markdown(results):
             budget = "-" if r.get("target") is None else mib(r["target"])
             if "error" in r:
                 missing = r["error"].split(" missing")[0].rsplit(", ", 1)[-1] if "missing" in r["error"] else ""
-                cells += [name.replace("minigrad ", ""), budget, "does not fit" + (f" ({missing} missing)" if missing else ""),
-                          "-", "-", "-", ""]
+                cells += [name.replace("minigrad ", ""), budget,
+                          "does not fit" + (f" ({missing} missing)" if missing else ""), "-", "-", "-", ""]
             else:
                 cells += [name.replace("minigrad ", ""), budget, f"{mib(r['peak'])} ({r['peak'] / ref['peak']:.2f})",
                           f"{r['step_s'] * 1e3:.1f}", f"{ref['step_s'] / r['step_s']:.2f}x", val(r), r["choice"]]

@@ -14,8 +14,12 @@ and replayed through the caching allocator) and the time from forward times meas
 size: a pass is about three forwards (forward + a backward twice as long) plus the fixed cost the probes
 show, a recomputed segment adds its forward again, the optimizer's time is measured once. **Optimizer in
 backward** (each parameter updated, and its gradient freed, as soon as the gradient is complete) is a
-fourth option, for float32 and the whole batch. The fastest
-combination whose predicted peak reserved memory fits under the budget wins; segments are recomputed in
+fourth option, for float32 and the whole batch; **bfloat16 optimizer state** (AdamW's moments at 2 bytes
+each, float32 maths, stochastic rounding: ``bf16_state``) a fifth, for float32 compute. Every prediction
+replays the pool's *tight* mode (``set_memory_limit(budget, tight=True)``: segments of just the block,
+NumPy's results borrowed instead of copied), the mode a budgeted run uses: a combination fits when its
+peak reserved memory does, or when the tight pool runs it under the limit without running out. The
+fastest combination that fits wins; segments are recomputed in
 the order of most activation bytes saved per second of recomputation (the source's "switch recomputation
 on above a memory threshold": the first segments only when the budget requires them).
 """
@@ -339,8 +343,8 @@ def _candidates(model, optimizer, loss_fn, x, y, device, segments, b, ac_options
             extra = max(probe_pass - 3 * sum(fwd[b]), 0.0)
             order = []
             if can_recompute:
-                saved = [base.per_sample(lambda t, i=i: trace.classify(t) == "activations" and t.label == f"segment {i}")
-                         for i in range(len(segments))]
+                saved = [base.per_sample(lambda t, i=i: trace.classify(t) == "activations"
+                                         and t.label == f"segment {i}") for i in range(len(segments))]
                 order = sorted((i for i in range(len(segments) - 1) if saved[i] > 0),
                                key=lambda i: -saved[i] / max(fwd[n][i], 1e-9))
             for k in range(len(order) + 1):
@@ -352,8 +356,8 @@ def _candidates(model, optimizer, loss_fn, x, y, device, segments, b, ac_options
                     sim = trace.simulate(events, None, tight=True)
                     per_pass = extra + 3 * sum(fwd[m]) + sum(fwd[m][i] for i in recompute)
                     seconds = n_micro * per_pass + opt_seconds
-                    out.append(_fit(Candidate(Choice(ac, recompute, m, in_bwd, lp), sim.peak_allocated, sim.peak_reserved,
-                                              seconds, None, sim, events), limit, sim))
+                    out.append(_fit(Candidate(Choice(ac, recompute, m, in_bwd, lp), sim.peak_allocated,
+                                              sim.peak_reserved, seconds, None, sim, events), limit, sim))
     out.sort(key=lambda c: (c.seconds, c.peak_reserved))
     return out
 

@@ -130,7 +130,9 @@ def train(task, *, budget=None, fraction=None, epochs=None, seed=0, device="cpu"
     """Train ``task`` (a name or a ``Task``) under ``budget`` bytes (or ``fraction`` of the default's
     predicted peak; neither: the default, float32 whole batch). The pool is enabled and, with ``limit``,
     capped at the budget (tight); ``on_planned()`` is called when planning and the two measured first steps
-    (whose memory history is instrumentation, not training) are over, and ``on_trained()`` when training ends, before the evaluation (the benchmark counts in between). Returns a dict: the plan, its measurement (first steps), validation loss and
+    (whose memory history is instrumentation, not training) are over, and ``on_trained()`` when training
+    ends, before the evaluation (the benchmark counts in between). Returns a dict: the plan, its
+    measurement (first steps), validation loss and
     metric, seconds per step (median), and the pool's peaks over the whole run."""
     task = TASKS[task] if isinstance(task, str) else task
     epochs = task.epochs if epochs is None else epochs

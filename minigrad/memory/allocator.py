@@ -461,8 +461,9 @@ class CachingAllocator:
 
     def _oom_message(self, nbytes, size):
         limit = "none" if self.memory_limit is None else format_bytes(self.memory_limit)
+        segment = size if self.tight else segment_size(size)
         return (f"{self.device_name}: out of memory allocating {format_bytes(nbytes)} "
-                f"(block of {format_bytes(size)}, new segment of {format_bytes(size if self.tight else segment_size(size))}); "
+                f"(block of {format_bytes(size)}, new segment of {format_bytes(segment)}); "
                 f"{format_bytes(self.allocated_bytes())} allocated, "
                 f"{format_bytes(self.reserved_bytes())} reserved, memory limit {limit}. "
                 f"Free tensors you no longer need, or use a smaller batch.\n" + summary(self))
