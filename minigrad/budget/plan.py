@@ -363,7 +363,8 @@ def _candidates(model, optimizer, loss_fn, x, y, device, segments, b, ac_options
 
 
 def _no_fit_message(candidates, budget, limit, n):
-    best = min(candidates, key=lambda c: c.peak_reserved)
+    # the tight pool's floor is the allocated peak (each block its own segment, nothing cached)
+    best = min(candidates, key=lambda c: (c.peak_allocated, c.peak_reserved))
     cats = best.sim.at_peak
     static = cats["parameters"] + cats["optimizer state"] + cats["gradients"]
     parts = ", ".join(f"{k} {format_bytes(v)}" for k, v in cats.items() if v)
@@ -373,5 +374,6 @@ def _no_fit_message(candidates, budget, limit, n):
     room = budget - limit
     return (f"plan_training: no combination fits the budget of {format_bytes(budget)} ({format_bytes(room)} of "
             f"it kept as headroom): the smallest, {best.choice.describe(n)}, needs "
-            f"{format_bytes(best.peak_reserved)} reserved ({format_bytes(best.peak_allocated)} allocated), "
-            f"{format_bytes(best.peak_reserved - limit)} missing. At its peak: {parts}; {where}.")
+            f"{format_bytes(best.peak_allocated)} allocated at its peak, even in the tight pool "
+            f"({format_bytes(best.peak_reserved)} reserved with its cache), "
+            f"{format_bytes(best.peak_allocated - limit)} missing. At its peak: {parts}; {where}.")
