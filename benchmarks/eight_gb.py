@@ -15,7 +15,11 @@ and their frees, and keeps the peak. That one door is where both get tensor memo
 data (hence minigrad's pool segments, and the temporaries NumPy makes inside an op) and PyTorch's CPU
 allocator (``posix_memalign``). The peak is taken from just before the model is built to the end of
 training, minus the live bytes at that start (the interpreter, the libraries, the data set), and
-includes whatever the framework holds: minigrad's whole reserved pool, PyTorch's cached buffers. Why not
+includes whatever the framework holds: minigrad's whole reserved pool, PyTorch's cached buffers. The pool's
+budget for a target is the target less what the default run held outside the pool (NumPy's temporaries
+inside ops, an op's result before the pool takes it over); when a budgeted run's heap still goes over the
+target (another plan, other temporaries), it is run again with the pool's budget lowered by the excess (at
+most three runs; ``attempts`` in the JSON). Why not
 the frameworks' own counters: PyTorch keeps none on CPU (``torch.cuda.max_memory_allocated`` is for
 CUDA), and minigrad's pool does not see NumPy's temporaries. The pool's own peak is printed beside it.
 
@@ -264,8 +268,15 @@ def measure(a):
             outside = max(mine["peak"] - mine["pool_reserved"], 0)
             for f in FRACTIONS:
                 target = int(ref["peak"] * f)
-                r = spawn(lib, "minigrad", task, epochs, a.seed, max(target - outside, 1))
-                runs[f"minigrad @ {f:.0%}"] = dict(r, target=target)
+                budget = max(target - outside, 1)
+                for attempt in range(1, 4):
+                    r = spawn(lib, "minigrad", task, epochs, a.seed, budget)
+                    if "peak" not in r or r["peak"] <= target:
+                        break
+                    # another plan holds other temporaries outside the pool: the heap went over by this
+                    # much, so the pool gets that much less (at most three runs)
+                    budget = max(budget - (r["peak"] - target), 1)
+                runs[f"minigrad @ {f:.0%}"] = dict(r, target=target, attempts=attempt)
         results[task] = runs
         if a.json:                                   # written as each task ends: a long run keeps what it did
             os.makedirs(os.path.dirname(os.path.abspath(a.json)), exist_ok=True)
