@@ -7,6 +7,7 @@
     v_max = max(v_max, v)                    (amsgrad; v_max replaces v below)
     p = p - lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
 """
+import functools
 import math
 
 from ..backend import dtypes
@@ -87,17 +88,25 @@ def round_stochastic(xp, x, out, noise):
     out.view(xp.uint16)[...] = bits
 
 
+@functools.lru_cache(maxsize=None)
+def _noise_table(xp):
+    """2 x CHUNK uniform 16-bit values, drawn once (a fixed seed): a lookup table, like a sine table."""
+    import numpy as np
+    table = np.random.default_rng(0x5EED).integers(0, 1 << 16, size=2 * CHUNK, dtype=np.uint32)
+    return table if xp is np else xp.asarray(table)
+
+
 class Noise:
-    """Uniform 16-bit rounding noise for one update: a table of 2 x CHUNK random values drawn once, read
-    from a random offset for each piece (drawing every value afresh costs more than the update itself).
+    """Uniform 16-bit rounding noise for one update: each piece reads the fixed table from an offset drawn
+    at random (drawing every value afresh costs more than the update itself; what rounding needs is each
+    element's noise uniform and new at every step, which a random offset into a random table gives).
     Seeded from the step and the parameter's first value: runs repeat, parameters and steps differ."""
 
     def __init__(self, xp, p, step):
         import numpy as np
         first = int(np.asarray(p.reshape(-1)[:1]).view(np.uint32)[0]) if p.dtype.itemsize == 4 else 0
         self.rng = np.random.default_rng((step, first, p.size))
-        table = self.rng.integers(0, 1 << 16, size=2 * CHUNK, dtype=np.uint32)
-        self.table = table if xp is np else xp.asarray(table)
+        self.table = _noise_table(xp)
 
     def take(self, n):
         at = int(self.rng.integers(0, self.table.size - n + 1))
