@@ -17,9 +17,9 @@ allocator (``posix_memalign``). The peak is taken from just before the model is 
 training, minus the live bytes at that start (the interpreter, the libraries, the data set), and
 includes whatever the framework holds: minigrad's whole reserved pool, PyTorch's cached buffers. The pool's
 budget for a target is the target less what the default run held outside the pool (NumPy's temporaries
-inside ops, an op's result before the pool takes it over); when a budgeted run's heap still goes over the
-target (another plan, other temporaries), it is run again with the pool's budget lowered by the excess (at
-most three runs; ``attempts`` in the JSON). Why not
+inside ops, an op's result before the pool takes it over); when nothing fits that, the whole target (another
+plan holds other temporaries: a micro-batch few); when a budgeted run's heap goes over the target, it is run
+again with the pool's budget lowered by the excess (at most three runs; ``attempts`` in the JSON). Why not
 the frameworks' own counters: PyTorch keeps none on CPU (``torch.cuda.max_memory_allocated`` is for
 CUDA), and minigrad's pool does not see NumPy's temporaries. The pool's own peak is printed beside it.
 
@@ -271,6 +271,9 @@ def measure(a):
                 budget = max(target - outside, 1)
                 for attempt in range(1, 4):
                     r = spawn(lib, "minigrad", task, epochs, a.seed, budget)
+                    if "peak" not in r and budget < target and attempt == 1:
+                        budget = target      # nothing fits: the default's temporaries may not be this plan's
+                        continue
                     if "peak" not in r or r["peak"] <= target:
                         break
                     # another plan holds other temporaries outside the pool: the heap went over by this
