@@ -19,7 +19,8 @@ includes whatever the framework holds: minigrad's whole reserved pool, PyTorch's
 budget for a target is the target less what the default run held outside the pool (NumPy's temporaries
 inside ops, an op's result before the pool takes it over); when nothing fits that, the whole target (another
 plan holds other temporaries: a micro-batch few); when a budgeted run's heap goes over the target, it is run
-again with the pool's budget lowered by the excess (at most three runs; ``attempts`` in the JSON). Why not
+again with the pool's budget lowered by the excess (at most three runs; ``attempts`` in the JSON); when the
+lower budget fits nothing, the run that trained is reported, its peak over the target. Why not
 the frameworks' own counters: PyTorch keeps none on CPU (``torch.cuda.max_memory_allocated`` is for
 CUDA), and minigrad's pool does not see NumPy's temporaries. The pool's own peak is printed beside it.
 
@@ -199,6 +200,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--tasks", default="digits,images,co2")
     p.add_argument("--quick", action="store_true", help="one epoch per run")
+    p.add_argument("--fractions", default=",".join(map(str, FRACTIONS)), help="budgets, fractions of PyTorch's peak")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", default=None, help="also write the results here")
     p.add_argument("--markdown", default=None, help="also write the table in the source's layout here")
@@ -266,11 +268,15 @@ def measure(a):
             # the budget caps the pool; what minigrad holds outside it (NumPy's temporaries inside ops, the
             # optimizer's one temporary) is taken from the default run and left free
             outside = max(mine["peak"] - mine["pool_reserved"], 0)
-            for f in FRACTIONS:
+            for f in [float(s) for s in a.fractions.split(",")]:
                 target = int(ref["peak"] * f)
-                budget = max(target - outside, 1)
+                budget, trained = max(target - outside, 1), None
                 for attempt in range(1, 4):
                     r = spawn(lib, "minigrad", task, epochs, a.seed, budget)
+                    if "peak" not in r and trained is not None:
+                        r = trained          # the pool's lower budget fits nothing: the run that trained, over
+                        break
+                    trained = r if "peak" in r else trained
                     if "peak" not in r and budget < target and attempt == 1:
                         budget = target      # nothing fits: the default's temporaries may not be this plan's
                         continue
