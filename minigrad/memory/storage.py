@@ -79,7 +79,7 @@ class NumpyStorage(OpLabelled):
                 return array
         if type(array) is not np.ndarray:
             return array
-        if base is None and self.allocator.tight and array.flags.c_contiguous and array.nbytes > 0:
+        if base is None and getattr(self.allocator, "tight", False) and array.flags.c_contiguous and array.nbytes:
             return self._borrow(array)
         out = self.empty(array.shape, array.dtype)
         if type(out.base) is not _BlockOwner:   # not poolable (zero size, object dtype): keep the original
