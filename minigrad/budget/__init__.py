@@ -2,7 +2,8 @@
 
 ``plan_training(model, optimizer, loss_fn, x, y, budget)`` predicts the peak memory of one training step
 for every combination of the tools the course teaches -- autocast (lecture 05), recomputation of segments
-(lecture 06), micro-batches with gradient accumulation (lecture 04) -- and returns a ``BudgetPlan`` with
+(lecture 06), micro-batches with gradient accumulation (lecture 04), the optimizer in backward, bfloat16
+optimizer state -- on the pool's tight mode (``set_memory_limit(budget, tight=True)``) and returns a ``BudgetPlan`` with
 the fastest combination that fits; ``plan.step()`` runs it and ``plan.explain()`` says why, in lecture
 02's categories (parameters, optimizer state, gradients, batch, activations per segment, workspace),
 predicted beside measured. A budget nothing fits raises ``BudgetError`` saying how much is missing and

@@ -14,8 +14,12 @@ and replayed through the caching allocator) and the time from forward times meas
 size: a pass is about three forwards (forward + a backward twice as long) plus the fixed cost the probes
 show, a recomputed segment adds its forward again, the optimizer's time is measured once. **Optimizer in
 backward** (each parameter updated, and its gradient freed, as soon as the gradient is complete) is a
-fourth option, for float32 and the whole batch. The fastest
-combination whose predicted peak reserved memory fits under the budget wins; segments are recomputed in
+fourth option, for float32 and the whole batch; **bfloat16 optimizer state** (AdamW's moments at 2 bytes
+each, float32 maths, stochastic rounding: ``bf16_state``) a fifth, for float32 compute. Every prediction
+replays the pool's *tight* mode (``set_memory_limit(budget, tight=True)``: segments of just the block,
+NumPy's results borrowed instead of copied), the mode a budgeted run uses: a combination fits when its
+peak reserved memory does, or when the tight pool runs it under the limit without running out. The
+fastest combination that fits wins; segments are recomputed in
 the order of most activation bytes saved per second of recomputation (the source's "switch recomputation
 on above a memory threshold": the first segments only when the budget requires them).
 """
@@ -43,7 +47,10 @@ class BudgetError(OutOfMemoryError):
     """No combination of the options fits the budget; the message says how much is missing and where."""
 
 
-Candidate = namedtuple("Candidate", "choice peak_allocated peak_reserved seconds fits sim")
+Candidate = namedtuple("Candidate", "choice peak_allocated peak_reserved seconds fits sim events", defaults=(None,))
+Candidate.__doc__ = """One combination: its peaks with no limit (the tight pool's), predicted seconds, whether it fits,
+its simulation (under the limit when it fits only thanks to the tight pool's exact segments) and the
+predicted events (to simulate it again under another budget)."""
 Measurement = namedtuple("Measurement", "peak_allocated peak_reserved categories activations seconds steps")
 Measurement.__doc__ = """Measured on the real pool: peaks (bytes), bytes live at the allocated peak by
 category and activations by segment, seconds per step (median after the first), steps run."""
@@ -103,13 +110,19 @@ class BudgetPlan:
             t.array = h                                    # off the pool: its blocks are free now
         gc.collect()
         memory.empty_cache(self.device)
-        for t, h in zip(tensors, host):
-            t.array = be.adopt(be.asarray(h)) if be.xp is not np else be.adopt(h)
+        alloc = memory.get_allocator(self.device)
+        tight, alloc.tight = alloc.tight, True             # each its own segment, as the probes recorded them
+        try:
+            for t, h in zip(tensors, host):
+                t.array = be.adopt(be.asarray(h)) if be.xp is not np else be.adopt(h)
+        finally:
+            alloc.tight = tight
         return memory.memory_reserved(self.device)
 
     def measure(self, x, y, steps=3, step=None, batches=None):
         """Run ``steps`` training steps on ``(x, y)`` (or one on each ``(x, y)`` of ``batches``) with ``step``
-        (default a new ``self.step()``) on the real pool with its history on; returns a ``Measurement``.
+        (default a new ``self.step()``) on the real pool, tight (as the prediction assumes: see
+        ``set_memory_limit``), with its history on; returns a ``Measurement``.
         Trains the model: these are real steps. Empties the pool's cache first, so that reserved bytes
         start where the prediction starts."""
         batches = [(x, y)] * steps if batches is None else list(batches)
@@ -129,13 +142,14 @@ class BudgetPlan:
         on_phase = trace.PhaseMarks(lambda: hist.seq)
         marks = on_phase.marks
         previous, alloc.history, step.on_phase = alloc.history, hist, on_phase
+        tight, alloc.tight = alloc.tight, True             # the pool the prediction replays
         try:
             for xb, yb in batches:
                 t0 = time.perf_counter()
                 step(xb, yb)
                 times.append(time.perf_counter() - t0)
         finally:
-            alloc.history, step.on_phase = previous, None
+            alloc.history, step.on_phase, alloc.tight = previous, None, tight
         tensors = trace.tensors_from_events([dict(e) for e in hist.events], marks)
         peak, cats, labels = trace.breakdown_at_peak(tensors, before)
         cats["parameters"] -= state_before
@@ -181,7 +195,7 @@ class BudgetPlan:
         """The same candidates chosen from again for another budget (no new probes); raises
         ``BudgetError`` when none fits."""
         limit = budget - _headroom(budget, headroom)
-        cands = [c._replace(fits=c.peak_reserved <= limit) for c in self.candidates]
+        cands = [_fit(c, limit) for c in self.candidates]
         return _choose(self.model, self.optimizer, self.loss_fn, budget, self.device, self.batch,
                        self.segments, cands, limit)
 
@@ -199,11 +213,13 @@ class BudgetPlan:
 
     def summary(self):
         """The candidates worth a line: the default, the chosen one, and for every setting of autocast and
-        recomputation (and optimizer in backward) the fastest micro-batch size that fits (or, if none fits, the smallest peak)."""
+        recomputation (and optimizer in backward, bfloat16 state) the fastest micro-batch size that fits (or,
+        if none fits, the smallest peak)."""
         keep = {self.baseline.choice, self.chosen.choice}
         groups = {}
         for c in self.candidates:                       # fastest first
-            groups.setdefault((c.choice.autocast, c.choice.recompute, c.choice.optimizer_in_backward), []).append(c)
+            ch = c.choice
+            groups.setdefault((ch.autocast, ch.recompute, ch.optimizer_in_backward, ch.bf16_state), []).append(c)
         for cands in groups.values():
             fits = [c for c in cands if c.fits]
             keep.add(fits[0].choice if fits else min(cands, key=lambda c: c.peak_reserved).choice)
@@ -265,12 +281,33 @@ def plan_training(model, optimizer, loss_fn, x, y, budget, *, device=None, segme
                    budget - _headroom(budget, headroom))
 
 
+def _fit(c, limit, sim=None):
+    """``c`` with ``fits`` and ``sim`` for ``limit``: it fits when its peak does, or when the tight pool
+    (exact segments near the limit) runs it under the limit without running out. ``sim``: ``c``'s
+    simulation without a limit, if already made."""
+    sim = trace.simulate(c.events, None, tight=True) if sim is None else sim
+    if sim.peak_reserved > limit:
+        try:
+            return c._replace(fits=True, sim=trace.simulate(c.events, limit, tight=True))
+        except OutOfMemoryError:
+            pass
+    return c._replace(fits=sim.peak_reserved <= limit, sim=sim)
+
+
 def _choose(model, optimizer, loss_fn, budget, device, n, segments, candidates, limit):
     fitting = [c for c in candidates if c.fits]
     if not fitting:
         raise BudgetError(_no_fit_message(candidates, budget, limit, n))
     chosen = min(fitting, key=lambda c: (c.seconds, c.peak_reserved))
+    if chosen.peak_reserved > budget:       # the run is limited to the budget (tight): predict that run
+        chosen = chosen._replace(sim=trace.simulate(chosen.events, budget, tight=True))
+    candidates = [chosen if c.choice == chosen.choice else c for c in candidates]
     return BudgetPlan(model, optimizer, loss_fn, budget, device, n, segments, candidates, chosen)
+
+
+def _has_low_precision_state(optimizer):
+    """Does the optimizer keep its state in bfloat16 on request (``bf16_state``, as Adam/AdamW)?"""
+    return "bf16_state" in optimizer.defaults
 
 
 def _headroom(budget, headroom):
@@ -288,41 +325,46 @@ def _candidates(model, optimizer, loss_fn, x, y, device, segments, b, ac_options
         fwd = {m: _forward_seconds(twin, segments, _tensor(x[:m], device), device, ac, repeats=2)
                for m in sorted(set(micros) | {b})}
 
-        def probe(recompute, in_backward=False):
-            ch = Choice(ac, recompute, None, in_backward)
-            pa = trace.record_probe(model, optimizer, loss_fn, x, y, ch, segments, device, b)
-            pb = trace.record_probe(model, optimizer, loss_fn, x, y, ch, segments, device, 2 * b)
-            return trace.fit(pa, pb, b)
-        base = probe(())
-        # one measurement of the optimizer's time per dtype setting: it does not depend on the batch
-        opt_seconds = base.seconds.get("optimizer", 0.0) + base.seconds.get("zero_grad", 0.0)
-        # a pass (forward + backward, about three forwards) also pays a fixed cost the forward alone does
-        # not show (the loss, the backward engine, reading the loss): what the probe's pass took beyond
-        # three forwards at b samples
-        probe_pass = sum(base.seconds.get(k, 0.0) for k in ("batch", "forward", "backward")) / 2
-        extra = max(probe_pass - 3 * sum(fwd[b]), 0.0)
-        order = []
-        if can_recompute:
-            saved = [base.per_sample(lambda t, i=i: trace.classify(t) == "activations" and t.label == f"segment {i}")
-                     for i in range(len(segments))]
-            order = sorted((i for i in range(len(segments) - 1) if saved[i] > 0),
-                           key=lambda i: -saved[i] / max(fwd[n][i], 1e-9))
-        for k in range(len(order) + 1):
-            recompute = tuple(order[:k])
-            sm = base if k == 0 else probe(recompute)
-            for m, in_bwd in [(m, False) for m in micros] + ([(n, True)] if not ac else []):
-                n_micro = math.ceil(n / m)
-                sim = trace.simulate((probe(recompute, True) if in_bwd else sm).events(m, n_micro))
-                per_pass = extra + 3 * sum(fwd[m]) + sum(fwd[m][i] for i in recompute)
-                seconds = n_micro * per_pass + opt_seconds
-                out.append(Candidate(Choice(ac, recompute, m, in_bwd), sim.peak_allocated, sim.peak_reserved, seconds,
-                                     sim.peak_reserved <= limit, sim))
+        # bfloat16 optimizer state (half the state's bytes, a slower update) where the optimizer offers it;
+        # with float32 compute only, to keep planning short
+        for lp in ((False, True) if not ac and _has_low_precision_state(optimizer) else (False,)):
+            def probe(recompute, in_backward=False):
+                ch = Choice(ac, recompute, None, in_backward, lp)
+                pa = trace.record_probe(model, optimizer, loss_fn, x, y, ch, segments, device, b)
+                pb = trace.record_probe(model, optimizer, loss_fn, x, y, ch, segments, device, 2 * b)
+                return trace.fit(pa, pb, b)
+            base = probe(())
+            # one measurement of the optimizer's time per dtype setting: it does not depend on the batch
+            opt_seconds = base.seconds.get("optimizer", 0.0) + base.seconds.get("zero_grad", 0.0)
+            # a pass (forward + backward, about three forwards) also pays a fixed cost the forward alone does
+            # not show (the loss, the backward engine, reading the loss): what the probe's pass took beyond
+            # three forwards at b samples
+            probe_pass = sum(base.seconds.get(k, 0.0) for k in ("batch", "forward", "backward")) / 2
+            extra = max(probe_pass - 3 * sum(fwd[b]), 0.0)
+            order = []
+            if can_recompute:
+                saved = [base.per_sample(lambda t, i=i: trace.classify(t) == "activations"
+                                         and t.label == f"segment {i}") for i in range(len(segments))]
+                order = sorted((i for i in range(len(segments) - 1) if saved[i] > 0),
+                               key=lambda i: -saved[i] / max(fwd[n][i], 1e-9))
+            for k in range(len(order) + 1):
+                recompute = tuple(order[:k])
+                sm = base if k == 0 else probe(recompute)
+                for m, in_bwd in [(m, False) for m in micros] + ([(n, True)] if not ac else []):
+                    n_micro = math.ceil(n / m)
+                    events = (probe(recompute, True) if in_bwd else sm).events(m, n_micro)
+                    sim = trace.simulate(events, None, tight=True)
+                    per_pass = extra + 3 * sum(fwd[m]) + sum(fwd[m][i] for i in recompute)
+                    seconds = n_micro * per_pass + opt_seconds
+                    out.append(_fit(Candidate(Choice(ac, recompute, m, in_bwd, lp), sim.peak_allocated,
+                                              sim.peak_reserved, seconds, None, sim, events), limit, sim))
     out.sort(key=lambda c: (c.seconds, c.peak_reserved))
     return out
 
 
 def _no_fit_message(candidates, budget, limit, n):
-    best = min(candidates, key=lambda c: c.peak_reserved)
+    # the tight pool's floor is the allocated peak (each block its own segment, nothing cached)
+    best = min(candidates, key=lambda c: (c.peak_allocated, c.peak_reserved))
     cats = best.sim.at_peak
     static = cats["parameters"] + cats["optimizer state"] + cats["gradients"]
     parts = ", ".join(f"{k} {format_bytes(v)}" for k, v in cats.items() if v)
@@ -332,5 +374,6 @@ def _no_fit_message(candidates, budget, limit, n):
     room = budget - limit
     return (f"plan_training: no combination fits the budget of {format_bytes(budget)} ({format_bytes(room)} of "
             f"it kept as headroom): the smallest, {best.choice.describe(n)}, needs "
-            f"{format_bytes(best.peak_reserved)} reserved ({format_bytes(best.peak_allocated)} allocated), "
-            f"{format_bytes(best.peak_reserved - limit)} missing. At its peak: {parts}; {where}.")
+            f"{format_bytes(best.peak_allocated)} allocated at its peak, even in the tight pool "
+            f"({format_bytes(best.peak_reserved)} reserved with its cache), "
+            f"{format_bytes(best.peak_allocated - limit)} missing. At its peak: {parts}; {where}.")

@@ -30,16 +30,18 @@ from ..utils.checkpoint import checkpoint
 PHASES = ("zero_grad", "batch", "forward", "backward", "optimizer", "end")
 
 
-class Choice(namedtuple("Choice", "autocast recompute micro_batch optimizer_in_backward")):
+class Choice(namedtuple("Choice", "autocast recompute micro_batch optimizer_in_backward bf16_state")):
     """How to run a step: ``autocast`` (float16 where the policy says), ``recompute`` (indices of the
     segments whose activations are recomputed in backward), ``micro_batch`` (samples per forward/backward;
     None: the whole batch at once), ``optimizer_in_backward`` (each parameter is updated as soon as its
     gradient is ready, and the gradient freed: the gradients of the whole model never exist at once;
-    whole batch and float32 only, since accumulation and the loss scaler need every gradient first)."""
+    whole batch and float32 only, since accumulation and the loss scaler need every gradient first),
+    ``bf16_state`` (the optimizer keeps its moments in bfloat16: ``bf16_state`` of Adam/AdamW)."""
 
-    def __new__(cls, autocast=False, recompute=(), micro_batch=None, optimizer_in_backward=False):
+    def __new__(cls, autocast=False, recompute=(), micro_batch=None, optimizer_in_backward=False,
+                bf16_state=False):
         return super().__new__(cls, bool(autocast), tuple(sorted(set(recompute))), micro_batch,
-                               bool(optimizer_in_backward))
+                               bool(optimizer_in_backward), bool(bf16_state))
 
     def accumulation(self, batch):
         """Micro-batches per step for a batch of ``batch`` samples."""
@@ -55,6 +57,8 @@ class Choice(namedtuple("Choice", "autocast recompute micro_batch optimizer_in_b
             parts.append("whole batch")
         if self.optimizer_in_backward:
             parts.append("optimizer in backward")
+        if self.bf16_state:
+            parts.append("bfloat16 optimizer state")
         return ", ".join(parts)
 
 
@@ -124,6 +128,12 @@ class TrainStep:
         self.device = as_device(device) if device is not None else (params[0].device if params else as_device("cpu"))
         self.scaler = (scaler or GradScaler()) if self.choice.autocast else None
         self.on_phase = None        # callable(phase name), e.g. the planner's recorder
+        if "bf16_state" in optimizer.defaults:           # the optimizer's moments in the dtype chosen
+            for group in optimizer.param_groups:
+                group["bf16_state"] = self.choice.bf16_state
+            optimizer.cast_state()                       # existing moments converted now, not mid-step
+        elif self.choice.bf16_state:
+            raise ArgumentError(f"TrainStep: {type(optimizer).__name__} cannot keep its state in bfloat16")
         self.optimizers = {}        # parameter -> (its own optimizer, its group), with optimizer_in_backward
         if self.choice.optimizer_in_backward:
             if self.choice.autocast:

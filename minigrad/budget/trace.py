@@ -32,7 +32,7 @@ CATEGORIES = ("parameters", "optimizer state", "gradients", "batch", "activation
 
 # One tensor of a step: requested bytes, made/died at event numbers, the phase (step, pass, name) of each,
 # its memory label (segment) and op.
-Tensor_ = namedtuple("Tensor_", "requested start end born died label op")
+Tensor_ = namedtuple("Tensor_", "requested start end born died label op borrowed", defaults=(False,))
 Phase = namedtuple("Phase", "step micro name")
 
 
@@ -86,7 +86,7 @@ def record_probe(model, optimizer, loss_fn, x, y, choice, segments, device, micr
         for _ in range(steps):
             step(x[:samples], y[:samples])
 
-    trace = static_planner.record(run, device)
+    trace = static_planner.record(run, device, tight=True)     # marks the op results a tight pool borrows
     seconds = {}
     for (_, t0, ph), (_, t1, _) in zip(marks, marks[1:]):
         seconds[ph.name] = seconds.get(ph.name, 0.0) + (t1 - t0) / steps
@@ -105,7 +105,8 @@ def tensors_from_events(events, marks):
     for e in events:
         if e["action"] == "alloc":
             live[e["address"]] = len(out)
-            out.append([e["requested"], e["seq"], None, phase(e["seq"]), None, e["label"], e["op"]])
+            out.append([e["requested"], e["seq"], None, phase(e["seq"]), None, e["label"], e["op"],
+                        e.get("borrowed", False)])
         elif e["action"] == "free" and e["address"] in live:
             i = live.pop(e["address"])
             out[i][2], out[i][4] = e["seq"], phase(e["seq"])
@@ -181,16 +182,20 @@ on what the cache held before) and reserved (segments held, what ``set_memory_li
 at the allocated peak by category, and activations live at the peak by memory label (segment)."""
 
 
-def simulate(events, limit=None):
+def simulate(events, limit=None, tight=False):
     """Replay ``StepModel.events`` through a ``CachingAllocator`` with a ``SimulatedSource``; a ``limit``
-    makes it raise ``OutOfMemoryError`` as the real pool would."""
+    makes it raise ``OutOfMemoryError`` as the real pool would; ``tight``: the pool's tight mode (exact
+    segments near the limit, op results borrowed as the probe recorded them)."""
     alloc = CachingAllocator(SimulatedSource(), "simulated")
-    alloc.memory_limit = limit
+    alloc.memory_limit, alloc.tight = limit, tight
+    lender = SimulatedSource(base=1 << 48)             # addresses for borrowed memory
     live, now, best, best_live, peak_res = {}, 0, -1, None, 0
     for action, key, nbytes, t in events:
         if action == "alloc":
             size = round_size(max(int(nbytes), 1))
-            live[key] = (alloc.malloc(size), size, t)
+            block = alloc.borrow(size, lender.allocate(size)[0], None) if tight and t.borrowed else \
+                alloc.malloc(size)
+            live[key] = (block, size, t)
             now += size
             if now > best:
                 best, best_live = now, list(live.values())

@@ -129,8 +129,10 @@ def train(task, *, budget=None, fraction=None, epochs=None, seed=0, device="cpu"
           on_planned=None, on_trained=None):
     """Train ``task`` (a name or a ``Task``) under ``budget`` bytes (or ``fraction`` of the default's
     predicted peak; neither: the default, float32 whole batch). The pool is enabled and, with ``limit``,
-    capped at the budget; ``on_planned()`` is called when planning is over and training starts, and
-    ``on_trained()`` when training ends, before the evaluation (the benchmark counts in between). Returns a dict: the plan, its measurement (first steps), validation loss and
+    capped at the budget (tight); ``on_planned()`` is called when planning and the two measured first steps
+    (whose memory history is instrumentation, not training) are over, and ``on_trained()`` when training
+    ends, before the evaluation (the benchmark counts in between). Returns a dict: the plan, its
+    measurement (first steps), validation loss and
     metric, seconds per step (median), and the pool's peaks over the whole run."""
     task = TASKS[task] if isinstance(task, str) else task
     epochs = task.epochs if epochs is None else epochs
@@ -150,14 +152,15 @@ def train(task, *, budget=None, fraction=None, epochs=None, seed=0, device="cpu"
         plan = plan.with_budget(budget)
     step = plan.step()
     if limit:
-        mem.set_memory_limit(budget, device)
+        mem.set_memory_limit(budget, device, tight=True)     # the pool the prediction replays
     try:
         gc.collect()
         mem.empty_cache(device)
-        if on_planned is not None:
-            on_planned()
         first = batches(len(x), task.batch, 0, seed)[:2]    # the first two steps, measured in detail
         measured = plan.measure(None, None, step=step, batches=[(x[i], y[i]) for i in first])
+        gc.collect()                                        # the measurement's memory history is gone
+        if on_planned is not None:
+            on_planned()
         times, losses = [], []
         for epoch in range(epochs):
             for idx in batches(len(x), task.batch, epoch, seed)[2 if epoch == 0 else 0:]:

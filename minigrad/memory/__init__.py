@@ -16,7 +16,7 @@ Usage::
 
     import minigrad.memory as mem
     mem.enable()                          # cpu tensors now live in the pool (mem.disable() to undo)
-    mem.set_memory_limit(8 * 2**30)       # behave like an 8 GB card
+    mem.set_memory_limit(8 * 2**30)       # behave like an 8 GB card (tight=True: bytes before caching)
     mem.record_memory_history(True)
     with mem.label("forward"):
         loss = model(x)

@@ -21,6 +21,16 @@ The whole algorithm, in the order ``malloc`` runs it:
    when the remainder is worth keeping: >= 512 B in the small pool, > 1 MiB in the large pool. A smaller
    remainder stays inside the allocated block (internal fragmentation, counted in ``allocated``).
 
+**Tight** (``set_memory_limit(n, tight=True)``, for a training run under a budget) changes two things.
+4b. A new segment is just the block (no 2/20 MiB rounding): the spare room a rounded segment keeps
+    for later requests is traded for bytes, and a freed block is a whole free segment that the
+    out-of-memory retry can release (small blocks cannot pin a large segment). Step 3 reuses only a
+    cached block of exactly the size (no split, no block larger than asked for).
+4c. ``borrow``: memory the caller already holds (on CPU, the array NumPy made for an op's result) becomes a
+    segment of its own instead of being copied into a block. NumPy cannot be told where to put a
+    result (its allocator hook is C-only), so copying it means two copies at once, and time; borrowing
+    costs neither. A borrowed segment is never cached: freeing its block releases it.
+
 ``free`` marks the block free and **coalesces** it with free neighbours in the same segment, so a segment
 whose blocks are all free becomes one block again and ``empty_cache`` can hand it back to the device.
 
@@ -78,15 +88,16 @@ def should_split(pool_name, remaining):
 class Segment:
     """One piece of memory obtained from the source; carved into blocks."""
 
-    __slots__ = ("id", "address", "size", "pool", "handle", "first")
+    __slots__ = ("id", "address", "size", "pool", "handle", "first", "borrowed")
 
-    def __init__(self, id, address, size, pool, handle):
+    def __init__(self, id, address, size, pool, handle, borrowed=False):
         self.id = id
         self.address = address
         self.size = size
         self.pool = pool        # "small_pool" or "large_pool"
         self.handle = handle    # whatever the source needs to release it (a NumPy arena, a cupy Memory)
         self.first = None       # first block (lowest address)
+        self.borrowed = borrowed  # memory the caller held (``borrow``): released when its block is freed
 
     def blocks(self):
         """The blocks of this segment in address order."""
@@ -198,6 +209,7 @@ class CachingAllocator:
         self.source = source
         self.device_name = device_name
         self.memory_limit = None            # cap on reserved bytes (set_memory_limit); None: no cap
+        self.tight = False                  # steps 4b and 4c (set_memory_limit(..., tight=True))
         self.free_blocks = {p: [] for p in POOLS}   # sorted lists of (size, segment id, offset, block)
         self.segments = {}                  # segment id -> Segment
         self.stats = {"all": Stats(), "small_pool": Stats(), "large_pool": Stats()}
@@ -233,18 +245,45 @@ class CachingAllocator:
                     raise OutOfMemoryError(self._oom_message(nbytes, size))
             if should_split(pool, block.size - size):
                 self._split(block, size)
-            block.allocated = True      # block.size may exceed size when the remainder was too small
-            block.requested = nbytes
-            block.cause = cause
-            for stats in self._scopes[pool]:
-                stats.add_block(block.size, nbytes)
-            if self.history is not None:
-                self.history.record("alloc", self, block.address, block.size, nbytes, pool, cause)
-            return block
+            return self._hand_out(block, nbytes, cause)
         finally:
             self._busy = False
             if self._deferred:
                 self._free_deferred()
+
+    def borrow(self, nbytes, address, handle, cause=None):
+        """Step 4c: the ``nbytes`` at ``address`` that the caller already holds (``handle`` keeps them
+        alive) as an allocated block of a segment of their own; the limit applies as to ``malloc``."""
+        self._busy = True
+        try:
+            size = round_size(nbytes)
+            if self.memory_limit is not None and self.reserved_bytes() + size > self.memory_limit:
+                self.num_alloc_retries += 1
+                self._busy = False
+                self._free_deferred()
+                self._busy = True
+                self._empty_cache()
+                if self.reserved_bytes() + size > self.memory_limit:
+                    self.num_ooms += 1
+                    raise OutOfMemoryError(self._oom_message(nbytes, size))
+            block = self._add_segment(pool_of(size), size, address, handle, borrowed=True)
+            return self._hand_out(block, nbytes, cause)
+        finally:
+            self._busy = False
+            if self._deferred:
+                self._free_deferred()
+
+    def _hand_out(self, block, nbytes, cause):
+        block.allocated = True      # block.size may exceed the rounded size when the remainder was small
+        block.requested = nbytes
+        block.cause = cause
+        pool = block.segment.pool
+        for stats in self._scopes[pool]:
+            stats.add_block(block.size, nbytes)
+        if self.history is not None:
+            self.history.record("alloc", self, block.address, block.size, nbytes, pool, cause,
+                                borrowed=block.segment.borrowed)
+        return block
 
     def free(self, block):
         """Return a block to its pool, merging it with free neighbours."""
@@ -265,6 +304,8 @@ class CachingAllocator:
             block.requested = 0
             block.cause = None
             self._insert_free(self._coalesce(block))
+            if block.segment.borrowed:
+                self._release(block.segment)
         finally:
             self._busy = False
             if self._deferred:
@@ -292,37 +333,44 @@ class CachingAllocator:
     def _empty_cache(self):
         released = 0
         for seg in [s for s in self.segments.values() if s.is_free()]:
-            self._remove_free(seg.first)
-            del self.segments[seg.id]
-            for stats in self._scopes[seg.pool]:
-                stats.remove_segment(seg.size)
-            self.num_device_free += 1
-            released += seg.size
-            if self.history is not None:
-                self.history.record("segment_free", self, seg.address, seg.size, seg.size, seg.pool, None)
-            self.source.release(seg.handle)
-            seg.handle = None
+            released += self._release(seg)
         return released
+
+    def _release(self, seg):
+        """Hand one entirely free segment back (a borrowed one to whoever lent it); returns its size."""
+        self._remove_free(seg.first)
+        del self.segments[seg.id]
+        for stats in self._scopes[seg.pool]:
+            stats.remove_segment(seg.size)
+        self.num_device_free += 1
+        if self.history is not None:
+            self.history.record("segment_free", self, seg.address, seg.size, seg.size, seg.pool, None)
+        if not seg.borrowed:
+            self.source.release(seg.handle)
+        seg.handle = None
+        return seg.size
 
     # --- the steps of malloc and free -------------------------------------------------------------
     def _take_best_fit(self, pool, size):
         """Remove and return the smallest free block with at least ``size`` bytes (None if none)."""
         free = self.free_blocks[pool]
         i = bisect_left(free, (size,))      # (size,) sorts before every (size, id, offset, block)
-        if i == len(free):
+        if i == len(free) or (self.tight and free[i][0] != size):   # tight: reuse only a block of this size
             return None
         return free.pop(i)[3]
 
     def _new_segment(self, pool, size):
         """A fresh segment as one free block (not in any free list), or None if the device is full."""
-        nbytes = segment_size(size)
+        nbytes = size if self.tight else segment_size(size)        # step 4b: just the block
         if self.memory_limit is not None and self.reserved_bytes() + nbytes > self.memory_limit:
             return None
         got = self.source.allocate(nbytes)
         if got is None:
             return None
-        address, handle = got
-        seg = Segment(self._next_segment_id, address, nbytes, pool, handle)
+        return self._add_segment(pool, nbytes, *got)
+
+    def _add_segment(self, pool, nbytes, address, handle, borrowed=False):
+        seg = Segment(self._next_segment_id, address, nbytes, pool, handle, borrowed)
         self._next_segment_id += 1
         seg.first = Block(seg, 0, nbytes)
         self.segments[seg.id] = seg
@@ -413,8 +461,9 @@ class CachingAllocator:
 
     def _oom_message(self, nbytes, size):
         limit = "none" if self.memory_limit is None else format_bytes(self.memory_limit)
+        segment = size if self.tight else segment_size(size)
         return (f"{self.device_name}: out of memory allocating {format_bytes(nbytes)} "
-                f"(block of {format_bytes(size)}, new segment of {format_bytes(segment_size(size))}); "
+                f"(block of {format_bytes(size)}, new segment of {format_bytes(segment)}); "
                 f"{format_bytes(self.allocated_bytes())} allocated, "
                 f"{format_bytes(self.reserved_bytes())} reserved, memory limit {limit}. "
                 f"Free tensors you no longer need, or use a smaller batch.\n" + summary(self))

@@ -59,7 +59,7 @@ class MemoryHistory:
         self.t0 = time.perf_counter()
         self.live_labels = {}    # address -> label of each live block allocated while recording
 
-    def record(self, action, allocator, address, size, requested, pool, op):
+    def record(self, action, allocator, address, size, requested, pool, op, borrowed=False):
         if action == "free":
             lab = self.live_labels.pop(address, None)
         else:
@@ -79,5 +79,6 @@ class MemoryHistory:
             "cause": op or lab or "unlabelled",
             "allocated_bytes": allocator.allocated_bytes(),   # totals after the event
             "reserved_bytes": allocator.reserved_bytes(),
+            "borrowed": borrowed,                    # an alloc whose memory the caller lent (allocator.borrow)
         })
         self.seq += 1

@@ -69,9 +69,11 @@ def lifetimes_from_events(events):
     return [Lifetime(*item) for item in out]
 
 
-def record(step, device="cpu"):
-    """Run ``step()`` once on a fresh pool with history on; returns a ``Trace``."""
+def record(step, device="cpu", tight=False):
+    """Run ``step()`` once on a fresh pool with history on (``tight``: the pool's tight mode, see
+    ``set_memory_limit``); returns a ``Trace``."""
     alloc = CachingAllocator(_source_like(get_allocator(device)), str(device))
+    alloc.tight = tight
     with _no_gc(), enabled(device, allocator=alloc):
         alloc.history = MemoryHistory(max_entries=None)
         result = step()

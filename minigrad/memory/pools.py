@@ -11,7 +11,7 @@ from contextlib import contextmanager
 import numpy as np
 
 from ..backend import device as _device, get_backend
-from ..errors import DeviceError
+from ..errors import ArgumentError, DeviceError
 from . import cupy_pool, history as _history, op_labels
 from .allocator import CachingAllocator
 from .sources import CPUSource
@@ -187,9 +187,18 @@ def empty_cache(device=None):
     return get_allocator(device).empty_cache()
 
 
-def set_memory_limit(nbytes, device=None):
-    """Cap the device's reserved bytes (None: no cap), e.g. 8 * 2**30 to behave like an 8 GB card."""
-    get_allocator(device).memory_limit = None if nbytes is None else int(nbytes)
+def set_memory_limit(nbytes, device=None, *, tight=False):
+    """Cap the device's reserved bytes (None: no cap), e.g. 8 * 2**30 to behave like an 8 GB card.
+    ``tight``: the pool trades its cache for bytes (a training run under a budget; ``allocator.py``'s
+    steps 4b and 4c): near the limit a new segment is just the block, and on CPU the arrays NumPy makes
+    for ops' results become segments of their own instead of being copied into blocks."""
+    alloc = get_allocator(device)
+    if tight and not hasattr(alloc, "borrow"):
+        raise ArgumentError(f"set_memory_limit: tight=True needs an allocator with the tight mode "
+                            f"(minigrad's CachingAllocator), not {type(alloc).__name__}")
+    alloc.memory_limit = None if nbytes is None else int(nbytes)
+    if tight or hasattr(alloc, "tight"):     # an allocator of another design (a student's) has no tight mode
+        alloc.tight = bool(tight)
 
 
 def get_memory_limit(device=None):

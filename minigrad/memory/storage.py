@@ -79,11 +79,27 @@ class NumpyStorage(OpLabelled):
                 return array
         if type(array) is not np.ndarray:
             return array
+        if base is None and getattr(self.allocator, "tight", False) and array.flags.c_contiguous and array.nbytes:
+            return self._borrow(array)
         out = self.empty(array.shape, array.dtype)
         if type(out.base) is not _BlockOwner:   # not poolable (zero size, object dtype): keep the original
             return array
         np.copyto(out, array)
         return out
+
+    def _borrow(self, array):
+        """A tight pool takes NumPy's own array over as a segment of its own (``allocator.borrow``) instead
+        of copying it into a block: no second copy at any moment. The owner keeps ``array`` alive."""
+        typestr, _, view = self._dtypes.get(array.dtype) or self._learn_dtype(array.dtype)
+        if not typestr:
+            return array
+        address = array.__array_interface__["data"][0]
+        block = self.allocator.borrow(array.nbytes, address, array, self.current_op)
+        owner = _BlockOwner()
+        owner.__array_interface__ = {"data": (address, False), "shape": array.shape, "typestr": typestr,
+                                     "version": 3}
+        owner.block, owner.allocator, owner.arena = block, self.allocator, array
+        return np.asarray(owner) if view is None else np.asarray(owner).view(view)
 
     def _learn_dtype(self, dtype):
         dt = np.dtype(dtype)

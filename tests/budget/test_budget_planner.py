@@ -74,9 +74,9 @@ def build(name, seed=0):
 MOST = "most"
 CHOICES = {
     "mlp": [Choice(micro_batch=64), Choice(True, (), 64), Choice(False, MOST, 64), Choice(False, (), 64, True),
-            Choice(True, MOST, 16)],
+            Choice(True, MOST, 16), Choice(False, (), 16, False, True)],
     "cnn": [Choice(micro_batch=32), Choice(False, MOST, 32), Choice(False, (), 8)],
-    "regressor": [Choice(micro_batch=64), Choice(False, (), 64, True)],
+    "regressor": [Choice(micro_batch=64), Choice(False, (), 64, True), Choice(False, (), 64, True, True)],
     "gpt": [Choice(micro_batch=16), Choice(False, (), 4)],
 }
 
@@ -122,11 +122,33 @@ def test_a_tight_budget_is_met_under_the_pools_limit(pool):
     budget = full.baseline.peak_reserved - 1
     plan = full.with_budget(budget)
     assert plan.choice != full.baseline.choice and plan.predicted.peak_reserved <= budget
-    mem.set_memory_limit(budget)
+    mem.set_memory_limit(budget, tight=True)
     step = plan.step()
     losses = [step(x, y) for _ in range(3)]            # an OutOfMemoryError here would fail the test
     assert mem.max_memory_reserved() <= budget and np.isfinite(losses).all()
     assert losses[-1] < losses[0]
+
+
+def test_a_budget_below_float32_state_is_met_with_bfloat16_state_under_the_tight_limit(pool):
+    mg.manual_seed(0)
+    model = nn.Sequential(nn.Linear(32, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10))
+    opt = mg.optim.AdamW(model.parameters(), lr=1e-3)
+    n_params = sum(p.numel() for p in model.parameters())
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal((256, 32), dtype=np.float32), rng.integers(0, 10, 256)
+    full = plan_training(model, opt, F.cross_entropy, x, y, budget=2 ** 40, autocast_options=(False,))
+    assert any(c.choice.bf16_state for c in full.candidates)
+    # below what any float32-state combination allocates at its peak (the limit is 95 % of the budget)
+    floor32 = min(c.peak_allocated for c in full.candidates if not c.choice.bf16_state)
+    budget = int((floor32 - 1) / 0.95)
+    plan = full.with_budget(budget)
+    assert plan.choice.bf16_state and plan.predicted.peak_reserved <= budget
+    mem.set_memory_limit(budget, tight=True)
+    m = plan.measure(x, y, steps=3)                    # an OutOfMemoryError here would fail the test
+    assert m.peak_reserved <= budget and abs(plan.predicted.peak_reserved - m.peak_reserved) <= 0.10 * m.peak_reserved
+    assert m.categories["optimizer state"] == pytest.approx(4 * n_params, rel=0.02)
+    assert opt.state[model[0].weight]["exp_avg"].dtype == mg.bfloat16
+    assert "bfloat16 optimizer state" in plan.explain(m)
 
 
 def test_a_budget_nothing_fits_says_how_much_is_missing_and_where(pool):

@@ -165,7 +165,6 @@ def _input_grad(ctx, grad, weight):
     gmt = xp.moveaxis(grad, 1, -1).reshape(NL, G, Og).swapaxes(0, 1)   # (G, N*L, Og)
     K = math.prod(ctx.kernel)
     wk = xp.ascontiguousarray(weight.reshape(G, Og, Cg, K).transpose(0, 3, 1, 2))   # (G, K, Og, Cg)
-    dcols = matmul(xp, gmt[:, None], wk)           # (G, K, N*L, Cg): one GEMM per offset
     padded = tuple(s + lo + hi for s, (lo, hi) in zip(ctx.x_shape[2:], ctx.pads))
     # col2im in channels-last memory (N, *padded, G, Cg): each offset adds runs of channels
     dxp = ctx.empty((N,) + padded + (G, Cg), weight.dtype)
@@ -173,7 +172,8 @@ def _input_grad(ctx, grad, weight):
     src_axes = (1,) + tuple(range(2, 2 + nd)) + (0, 2 + nd)            # -> N, *out, G, Cg
     for k, offs in enumerate(itertools.product(*(range(n) for n in ctx.kernel))):
         sl = kernel_slices(offs, ctx.out, ctx.stride, ctx.dilation)
-        dxp[(slice(None),) + sl] += dcols[:, k].reshape((G, N) + ctx.out + (Cg,)).transpose(src_axes)
+        dcols = matmul(xp, gmt, wk[:, k])          # (G, N*L, Cg): one offset's GEMM at a time, not K at once
+        dxp[(slice(None),) + sl] += dcols.reshape((G, N) + ctx.out + (Cg,)).transpose(src_axes)
     crop = tuple(slice(lo, lo + s) for s, (lo, _) in zip(ctx.x_shape[2:], ctx.pads))
     return xp.moveaxis(dxp[(slice(None),) + crop].reshape((N,) + ctx.x_shape[2:] + (C,)), -1, 1)
 

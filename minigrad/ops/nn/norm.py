@@ -15,10 +15,16 @@ from ._util import channel_sum, check_dtype_like, save, saved
 
 
 def _norm_backward(g_hat, x_hat, rstd, mean):
-    """dx for x_hat = (x - mean(x)) * rstd, both statistics taken by ``mean`` (keeping dims)."""
-    m1 = mean(g_hat)
-    m2 = mean(g_hat * x_hat)
-    return rstd * (g_hat - m1 - x_hat * m2)
+    """dx for x_hat = (x - mean(x)) * rstd, both statistics taken by ``mean`` (keeping dims): rstd * (g_hat -
+    mean(g_hat) - x_hat * mean(g_hat * x_hat)), in one activation-sized buffer (in place after the first)."""
+    t = g_hat * x_hat
+    m2 = mean(t)
+    t[...] = x_hat
+    t *= m2
+    t -= g_hat
+    t += mean(g_hat)
+    t *= -rstd
+    return t
 
 
 class LayerNorm(Function):
@@ -115,7 +121,8 @@ class BatchNorm(Function):
             m = x.size // C
             mean = channel_sum(xp, x).reshape(bshape) / m
             xc = x - mean
-            var = channel_sum(xp, xc * xc).reshape(bshape) / m   # biased: used to normalise
+            out = xc * xc                     # the squares' buffer becomes the output's (no third array)
+            var = channel_sum(xp, out).reshape(bshape) / m       # biased: used to normalise
             if running_mean is not None:                             # in place, as PyTorch's buffers
                 running_mean *= 1.0 - momentum
                 running_mean += momentum * mean.reshape(C).astype(running_mean.dtype)
@@ -125,11 +132,14 @@ class BatchNorm(Function):
         else:
             xc = x - running_mean.reshape(bshape).astype(x.dtype, copy=False)
             var = running_var.reshape(bshape).astype(x.dtype, copy=False)
+            out = None
         rstd = 1.0 / xp.sqrt(var + eps)
-        x_hat = xc * rstd
+        x_hat = xc * rstd if xp.result_type(xc, rstd) != xc.dtype else xp.multiply(xc, rstd, out=xc)
         w = None if weight is None else weight.reshape(bshape)
         save(ctx, x_hat, rstd, weight, x)   # x: for the second derivative (vjp)
-        out = x_hat * w if w is not None else x_hat.copy()
+        same = out is not None and xp.result_type(x_hat, x_hat if w is None else w) == out.dtype
+        out = (xp.multiply(x_hat, w, out=out) if w is not None else xp.copyto(out, x_hat) or out) if same else \
+            (x_hat * w if w is not None else x_hat.copy())
         if bias is not None:
             out += bias.reshape(bshape)
         return out
@@ -143,12 +153,12 @@ class BatchNorm(Function):
         bshape = (1, C) + (1,) * (grad.ndim - 2)
         m = grad.size // C
         dx = dw = db = None
+        if need_w:                          # first: its temporary is gone before dx's two arrays exist
+            dw = channel_sum(xp, grad * x_hat)
         if need_x:
             g_hat = grad * weight.reshape(bshape) if weight is not None else grad
             mean = lambda a: channel_sum(xp, a).reshape(bshape) / m  # noqa: E731
             dx = _norm_backward(g_hat, x_hat, rstd, mean) if ctx.training else g_hat * rstd
-        if need_w:
-            dw = channel_sum(xp, grad * x_hat)
         if need_b:
             db = channel_sum(xp, grad)
         return dx, None, None, dw, db
