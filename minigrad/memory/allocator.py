@@ -230,19 +230,8 @@ class CachingAllocator:
         try:
             size = round_size(nbytes)
             pool = pool_of(size)
-            block = self._take_best_fit(pool, size) or self._new_segment(pool, size)
-            if block is None:                       # device full or limit reached: drop the cache, retry
-                self.num_alloc_retries += 1
-                self._busy = False                  # nothing is half-updated here: finish queued frees
-                self._free_deferred()
-                self._busy = True
-                self._empty_cache()
-                block = self._take_best_fit(pool, size) or self._new_segment(pool, size)
-                if block is None:
-                    self.num_ooms += 1
-                    if self.history is not None:
-                        self.history.record("oom", self, None, size, nbytes, pool, cause)
-                    raise OutOfMemoryError(self._oom_message(nbytes, size))
+            block = self._or_retry(lambda: self._take_best_fit(pool, size) or self._new_segment(pool, size),
+                                   nbytes, size, pool, cause)
             if should_split(pool, block.size - size):
                 self._split(block, size)
             return self._hand_out(block, nbytes, cause)
@@ -257,21 +246,35 @@ class CachingAllocator:
         self._busy = True
         try:
             size = round_size(nbytes)
-            if self.memory_limit is not None and self.reserved_bytes() + size > self.memory_limit:
-                self.num_alloc_retries += 1
-                self._busy = False
-                self._free_deferred()
-                self._busy = True
-                self._empty_cache()
-                if self.reserved_bytes() + size > self.memory_limit:
-                    self.num_ooms += 1
-                    raise OutOfMemoryError(self._oom_message(nbytes, size))
-            block = self._add_segment(pool_of(size), size, address, handle, borrowed=True)
-            return self._hand_out(block, nbytes, cause)
+            pool = pool_of(size)
+
+            def lend():
+                if self.memory_limit is not None and self.reserved_bytes() + size > self.memory_limit:
+                    return None
+                return self._add_segment(pool, size, address, handle, borrowed=True)
+            return self._hand_out(self._or_retry(lend, nbytes, size, pool, cause), nbytes, cause)
         finally:
             self._busy = False
             if self._deferred:
                 self._free_deferred()
+
+    def _or_retry(self, attempt, nbytes, size, pool, cause):
+        """``attempt()``'s block; when it gives None (device full or limit reached), drop the cache and try
+        once more; then out of memory."""
+        block = attempt()
+        if block is None:
+            self.num_alloc_retries += 1
+            self._busy = False                  # nothing is half-updated here: finish queued frees
+            self._free_deferred()
+            self._busy = True
+            self._empty_cache()
+            block = attempt()
+            if block is None:
+                self.num_ooms += 1
+                if self.history is not None:
+                    self.history.record("oom", self, None, size, nbytes, pool, cause)
+                raise OutOfMemoryError(self._oom_message(nbytes, size))
+        return block
 
     def _hand_out(self, block, nbytes, cause):
         block.allocated = True      # block.size may exceed the rounded size when the remainder was small
